@@ -1,0 +1,104 @@
+"""Typed readers for environment variables, used only by settings.
+
+Each reader names the variable and what is wrong with it when a value cannot be used, so a
+misconfigured process stops at start instead of misbehaving later.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+
+from django.core.exceptions import ImproperlyConfigured
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+_ADDRESS = re.compile(r"0x[0-9a-fA-F]{40}")
+
+
+def _raw(name: str, environ: Mapping[str, str] | None) -> str | None:
+    value = (os.environ if environ is None else environ).get(name)
+    if value is None or value.strip() == "":
+        return None
+    return value.strip()
+
+
+def env_str(name: str, default: str | None = None, *, environ: Mapping[str, str] | None = None) -> str | None:
+    """The variable's value, stripped; `default` when unset or blank."""
+    value = _raw(name, environ)
+    return default if value is None else value
+
+
+def env_required(name: str, *, environ: Mapping[str, str] | None = None) -> str:
+    """The variable's value; ImproperlyConfigured naming it when unset or blank."""
+    value = _raw(name, environ)
+    if value is None:
+        raise ImproperlyConfigured(f"{name} is required but not set")
+    return value
+
+
+def env_bool(name: str, default: bool, *, environ: Mapping[str, str] | None = None) -> bool:
+    """1/true/yes/on or 0/false/no/off, any case."""
+    value = _raw(name, environ)
+    if value is None:
+        return default
+    lowered = value.lower()
+    if lowered in _TRUE:
+        return True
+    if lowered in _FALSE:
+        return False
+    raise ImproperlyConfigured(f"{name} must be a boolean (1/0, true/false, yes/no, on/off), got {value!r}")
+
+
+def env_int(
+    name: str,
+    default: int | None,
+    *,
+    minimum: int | None = None,
+    maximum: int | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> int | None:
+    """A decimal integer within [minimum, maximum]; `default` when unset."""
+    value = _raw(name, environ)
+    if value is None:
+        return default
+    try:
+        number = int(value, 10)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be an integer, got {value!r}") from None
+    if minimum is not None and number < minimum:
+        raise ImproperlyConfigured(f"{name} must be at least {minimum}, got {number}")
+    if maximum is not None and number > maximum:
+        raise ImproperlyConfigured(f"{name} must be at most {maximum}, got {number}")
+    return number
+
+
+def env_list(name: str, default: list[str], *, environ: Mapping[str, str] | None = None) -> list[str]:
+    """A comma-separated list; blank items are dropped."""
+    value = _raw(name, environ)
+    if value is None:
+        return list(default)
+    return [item.strip() for item in value.split(",") if item.strip()]
+
+
+def env_address(name: str, *, environ: Mapping[str, str] | None = None) -> str | None:
+    """An EVM address (0x + 40 hex digits, any case), returned lowercase; None when unset."""
+    value = _raw(name, environ)
+    if value is None:
+        return None
+    if not _ADDRESS.fullmatch(value):
+        raise ImproperlyConfigured(f"{name} must be an address (0x followed by 40 hex digits), got {value!r}")
+    return value.lower()
+
+
+def env_url(name: str, default: str | None = None, *, schemes: tuple[str, ...],
+            environ: Mapping[str, str] | None = None) -> str | None:
+    """A URL whose scheme is one of `schemes`; `default` when unset."""
+    value = _raw(name, environ)
+    if value is None:
+        return default
+    scheme = value.split("://", 1)[0].lower() if "://" in value else ""
+    if scheme not in schemes:
+        raise ImproperlyConfigured(f"{name} must be a URL starting with {' or '.join(s + '://' for s in schemes)}, got {value!r}")
+    return value

@@ -1,0 +1,169 @@
+"""Settings of the bounty read service.
+
+Every value comes from an environment variable, read here and nowhere else, through the typed
+readers of `bountysite.env` (they fail at start, naming the variable). With nothing set, the
+service runs on its embedded default: SQLite under var/, no Redis, DEBUG off. The README lists
+every variable.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+from bountysite.env import (
+    env_address,
+    env_bool,
+    env_int,
+    env_list,
+    env_required,
+    env_str,
+    env_url,
+)
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = BASE_DIR / "var"
+
+DEBUG = env_bool("DJANGO_DEBUG", False)
+
+if DEBUG:
+    SECRET_KEY = env_str("DJANGO_SECRET_KEY", "insecure-dev-key-only-for-DJANGO_DEBUG=1") or ""
+else:
+    SECRET_KEY = env_required("DJANGO_SECRET_KEY")
+    if len(SECRET_KEY) < 50 or len(set(SECRET_KEY)) < 5:
+        raise ImproperlyConfigured("DJANGO_SECRET_KEY must be at least 50 characters with at least 5 distinct ones")
+
+ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"] if DEBUG else [])
+if not DEBUG and not ALLOWED_HOSTS:
+    raise ImproperlyConfigured("DJANGO_ALLOWED_HOSTS is required when DJANGO_DEBUG is off (comma-separated host names)")
+CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", [])
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "django_filters",
+    "channels",
+    "records",
+    "indexer",
+    "contracts",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "bountysite.urls"
+WSGI_APPLICATION = "bountysite.wsgi.application"
+ASGI_APPLICATION = "bountysite.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# ---------------------------------------------------------------- database
+
+DATABASE_URL = env_url(
+    "DATABASE_URL",
+    f"sqlite:///{VAR_DIR / 'db.sqlite3'}",
+    schemes=("sqlite", "postgres", "postgresql"),
+)
+assert DATABASE_URL is not None
+_database: dict[str, Any] = dict(dj_database_url.parse(DATABASE_URL, conn_health_checks=True))
+if _database["ENGINE"] == "django.db.backends.sqlite3":
+    if _database["NAME"] != ":memory:":
+        Path(_database["NAME"]).parent.mkdir(parents=True, exist_ok=True)
+    # The indexer and the web server are separate processes writing and reading one file:
+    # WAL lets readers run beside the writer, IMMEDIATE takes the write lock up front so a
+    # transaction never fails half-way on a lock upgrade, and the timeout waits for the lock.
+    _database["OPTIONS"] = {
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        "transaction_mode": "IMMEDIATE",
+        "timeout": 30,
+    }
+else:
+    _database["CONN_MAX_AGE"] = env_int("DATABASE_CONN_MAX_AGE", 60, minimum=0)
+DATABASES = {"default": _database}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# ---------------------------------------------------------------- redis (optional)
+
+REDIS_URL = env_url("REDIS_URL", None, schemes=("redis", "rediss", "unix"))
+if REDIS_URL:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [REDIS_URL]}}}
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+# ---------------------------------------------------------------- the bounty deployment
+
+BOUNTY_CHAIN_ID = env_int("BOUNTY_CHAIN_ID", 91342, minimum=1)
+BOUNTY_CONTRACT_ADDRESS = env_address("BOUNTY_CONTRACT_ADDRESS")
+BOUNTY_USDC_ADDRESS = env_address("BOUNTY_USDC_ADDRESS")
+BOUNTY_RPC_URL = env_url("BOUNTY_RPC_URL", None, schemes=("http", "https", "ws", "wss"))
+BOUNTY_START_BLOCK = env_int("BOUNTY_START_BLOCK", 0, minimum=0)
+BOUNTY_CONFIRMATIONS = env_int("BOUNTY_CONFIRMATIONS", 12, minimum=0, maximum=10_000)
+
+# ---------------------------------------------------------------- i18n, static
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+STATIC_URL = "static/"
+STATIC_ROOT = env_str("DJANGO_STATIC_ROOT", str(VAR_DIR / "static"))
+
+# ---------------------------------------------------------------- security (production defaults)
+
+SECURE_CONTENT_TYPE_NOSNIFF = True
+X_FRAME_OPTIONS = "DENY"
+SESSION_COOKIE_HTTPONLY = True
+if not DEBUG:
+    # TLS terminates at the reverse proxy (deploy/), which sets X-Forwarded-Proto.
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_SSL_REDIRECT = env_bool("DJANGO_SECURE_SSL_REDIRECT", True)
+    SECURE_HSTS_SECONDS = env_int("DJANGO_SECURE_HSTS_SECONDS", 31_536_000, minimum=0)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS", True)
+    SECURE_HSTS_PRELOAD = env_bool("DJANGO_SECURE_HSTS_PRELOAD", True)
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+
+# ---------------------------------------------------------------- logging
+
+LOG_LEVEL = (env_str("LOG_LEVEL", "INFO") or "INFO").upper()
+if LOG_LEVEL not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:
+    raise ImproperlyConfigured(f"LOG_LEVEL must be DEBUG, INFO, WARNING, ERROR or CRITICAL, got {LOG_LEVEL!r}")
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
+    "loggers": {"django.db.backends": {"level": "INFO"}},
+}

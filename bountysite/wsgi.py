@@ -1,0 +1,9 @@
+"""WSGI entry point, for servers that speak only WSGI (the websocket needs ASGI)."""
+
+import os
+
+from django.core.wsgi import get_wsgi_application
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "bountysite.settings")
+
+application = get_wsgi_application()

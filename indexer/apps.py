@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class IndexerConfig(AppConfig):
+    name = "indexer"
+    verbose_name = "Chain indexer"

@@ -1,0 +1,96 @@
+"""What the indexer remembers about each deployment it mirrors.
+
+All of it is written in the same database transaction as the records it describes, so that
+progress, the applied-log ledger and the change log never disagree with the records after a
+crash:
+
+- `SyncState`: how far the deployment is indexed, and the health data `/health` reports.
+- `IndexedBlock`: hash and parent hash of each indexed block, to detect reorganisations.
+- `AppliedLog`: one row per applied contract log, keyed by (deployment, tx_hash, log_index),
+  so a log is never applied twice; `undo` holds what rolling the log back must restore.
+- `ChangeLogEntry`: the ordered change log per deployment that the websocket serves.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+
+from records.fields import Bytes32Field
+from records.models import Deployment
+
+
+class MessageType(models.TextChoices):
+    BOUNTY_CREATED = "bounty.created"
+    SUBMISSION_CREATED = "submission.created"
+    DISPUTE_CREATED = "dispute.created"
+    DISPUTE_RESOLVED = "dispute.resolved"
+    DISPUTE_CANCELLED = "dispute.cancelled"
+    BOUNTY_FINALIZED = "bounty.finalized"
+    BOUNTY_REFUNDED = "bounty.refunded"
+    SUBMISSION_REFUNDED = "submission.refunded"
+
+
+class SyncState(models.Model):
+    deployment = models.OneToOneField(Deployment, on_delete=models.CASCADE, related_name="sync_state")
+    last_indexed_block = models.PositiveBigIntegerField(
+        null=True, blank=True, help_text="highest block whose logs are all applied"
+    )
+    last_seq = models.PositiveBigIntegerField(default=0, help_text="seq of the newest change log entry")
+    head_block = models.PositiveBigIntegerField(null=True, blank=True, help_text="chain head at the last poll")
+    last_heartbeat = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"sync state of {self.deployment}"
+
+
+class IndexedBlock(models.Model):
+    deployment = models.ForeignKey(Deployment, on_delete=models.CASCADE, related_name="+")
+    number = models.PositiveBigIntegerField()
+    hash = Bytes32Field()
+    parent_hash = Bytes32Field()
+    timestamp = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["deployment", "number"], name="indexed_block_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"block {self.number} {self.hash}"
+
+
+class AppliedLog(models.Model):
+    deployment = models.ForeignKey(Deployment, on_delete=models.CASCADE, related_name="+")
+    block_number = models.PositiveBigIntegerField()
+    block_hash = Bytes32Field()
+    tx_hash = Bytes32Field()
+    log_index = models.PositiveIntegerField()
+    event = models.CharField(max_length=64)
+    undo = models.JSONField(default=list, help_text="record states to restore when this log is rolled back")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["deployment", "tx_hash", "log_index"], name="applied_log_unique"),
+        ]
+        indexes = [models.Index(fields=["deployment", "block_number"], name="applied_log_block_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.event} {self.tx_hash}:{self.log_index}"
+
+
+class ChangeLogEntry(models.Model):
+    deployment = models.ForeignKey(Deployment, on_delete=models.CASCADE, related_name="+")
+    seq = models.PositiveBigIntegerField()
+    type = models.CharField(max_length=24, choices=MessageType.choices)
+    payload = models.JSONField(help_text="the record as the API serializes it")
+    block_number = models.PositiveBigIntegerField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        verbose_name_plural = "change log entries"
+        constraints = [
+            models.UniqueConstraint(fields=["deployment", "seq"], name="change_log_seq_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"#{self.seq} {self.type}"

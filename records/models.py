@@ -1,0 +1,191 @@
+"""The mirrored records: bounties, submissions and disputes of a deployment.
+
+A deployment is one bounty contract on one chain. On-chain IDs restart per deployment, so
+every record is keyed by (deployment, its on-chain ID), and the parent relations are composite
+too: a submission's bounty is the bounty with the same deployment and `bounty_id`.
+
+The chain is the authority: only the indexer writes these tables. `submission_count` and
+`dispute_count` are kept by the indexer in the same transaction as the child rows, so that
+lists can sort on them through an index instead of counting per request.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+from records.fields import AddressField, Bytes32Field, OrderedTextField, UInt256Field
+
+
+class BountyStatus(models.TextChoices):
+    OPEN = "open"
+    RESOLVED = "resolved"
+    REFUNDED = "refunded"
+
+
+class SubmissionStatus(models.TextChoices):
+    SUBMITTED = "submitted"
+    DISPUTED = "disputed"
+    ACCEPTED = "accepted"
+    REJECTED = "rejected"
+    REFUNDED = "refunded"
+
+
+class DisputeStatus(models.TextChoices):
+    PENDING_HUMAN_REVIEW = "pending_human_review"
+    UPHELD = "upheld"
+    REJECTED = "rejected"
+    CANCELLED = "cancelled"
+
+
+class Deployment(models.Model):
+    """One bounty contract on one chain, with the token it settles in."""
+
+    chain_id = models.PositiveBigIntegerField()
+    contract_address = AddressField()
+    usdc_address = AddressField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["chain_id", "contract_address"], name="deployment_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.chain_id}:{self.contract_address}"
+
+
+class ChainRecord(models.Model):
+    """Fields every mirrored record has: its deployment, its metadata and its source log."""
+
+    deployment = models.ForeignKey(Deployment, on_delete=models.PROTECT, related_name="+")
+    metadata_uri = OrderedTextField()
+    metadata_hash = Bytes32Field()
+    tx_hash = Bytes32Field()
+    block_number = models.PositiveBigIntegerField()
+    log_index = models.PositiveIntegerField()
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        abstract = True
+
+
+def _sort_indexes(prefix: str, id_field: str, keys: list[str]) -> list[models.Index]:
+    """An index per sort key, ending in the ID tie-break, for index-ordered pages."""
+    return [models.Index(fields=[key, id_field], name=f"{prefix}_{key}_idx"[:30]) for key in keys]
+
+
+class Bounty(ChainRecord):
+    bounty_id = models.PositiveBigIntegerField(verbose_name="bounty ID")
+    prompt = OrderedTextField()
+    bounty_amount = UInt256Field()
+    fee_amount = UInt256Field()
+    bond_amount = UInt256Field()
+    duration = models.PositiveBigIntegerField(help_text="seconds")
+    status = models.CharField(max_length=8, choices=BountyStatus.choices, default=BountyStatus.OPEN)
+    poster = AddressField()
+    deadline = models.DateTimeField()
+    challenge_window = models.PositiveBigIntegerField(help_text="seconds")
+    submission_count = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        verbose_name_plural = "bounties"
+        constraints = [
+            models.UniqueConstraint(fields=["deployment", "bounty_id"], name="bounty_unique_per_deployment"),
+            models.CheckConstraint(condition=Q(status__in=BountyStatus.values), name="bounty_status_valid"),
+        ]
+        indexes = [
+            models.Index(fields=["bounty_id"], name="bounty_id_idx"),
+            *_sort_indexes(
+                "bounty",
+                "bounty_id",
+                ["created_at", "deadline", "bounty_amount", "bond_amount", "status", "poster", "submission_count"],
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"bounty {self.bounty_id} ({self.deployment_id})"
+
+
+class Submission(ChainRecord):
+    submission_id = models.PositiveBigIntegerField(verbose_name="submission ID")
+    bounty_id = models.PositiveBigIntegerField(verbose_name="bounty ID")
+    bounty = models.ForeignObject(
+        Bounty,
+        on_delete=models.CASCADE,
+        from_fields=["deployment", "bounty_id"],
+        to_fields=["deployment", "bounty_id"],
+        related_name="submissions",
+    )
+    tile_id = AddressField(help_text="submitter address field")
+    content = OrderedTextField()
+    bond_amount = UInt256Field()
+    review_deadline = models.DateTimeField()
+    status = models.CharField(max_length=9, choices=SubmissionStatus.choices, default=SubmissionStatus.SUBMITTED)
+    claimant = AddressField()
+    dispute_count = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["deployment", "submission_id"], name="submission_unique_per_deployment"
+            ),
+            models.CheckConstraint(condition=Q(status__in=SubmissionStatus.values), name="submission_status_valid"),
+        ]
+        indexes = [
+            models.Index(fields=["submission_id"], name="submission_id_idx"),
+            models.Index(fields=["deployment", "bounty_id", "submission_id"], name="submission_parent_idx"),
+            *_sort_indexes(
+                "submission",
+                "submission_id",
+                ["created_at", "bounty_id", "bond_amount", "status", "claimant", "review_deadline", "dispute_count"],
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"submission {self.submission_id} ({self.deployment_id})"
+
+
+class Dispute(ChainRecord):
+    dispute_id = models.PositiveBigIntegerField(verbose_name="dispute ID")
+    bounty_id = models.PositiveBigIntegerField(verbose_name="bounty ID")
+    submission_id = models.PositiveBigIntegerField(verbose_name="submission ID")
+    bounty = models.ForeignObject(
+        Bounty,
+        on_delete=models.CASCADE,
+        from_fields=["deployment", "bounty_id"],
+        to_fields=["deployment", "bounty_id"],
+        related_name="disputes",
+    )
+    submission = models.ForeignObject(
+        Submission,
+        on_delete=models.CASCADE,
+        from_fields=["deployment", "submission_id"],
+        to_fields=["deployment", "submission_id"],
+        related_name="disputes",
+    )
+    challenger_id = AddressField(verbose_name="challenger", help_text="address of the challenger (a grout)")
+    reason = OrderedTextField()
+    bond_amount = UInt256Field()
+    status = models.CharField(
+        max_length=20, choices=DisputeStatus.choices, default=DisputeStatus.PENDING_HUMAN_REVIEW
+    )
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["deployment", "dispute_id"], name="dispute_unique_per_deployment"),
+            models.CheckConstraint(condition=Q(status__in=DisputeStatus.values), name="dispute_status_valid"),
+        ]
+        indexes = [
+            models.Index(fields=["dispute_id"], name="dispute_id_idx"),
+            models.Index(fields=["deployment", "bounty_id", "dispute_id"], name="dispute_bounty_idx"),
+            models.Index(fields=["deployment", "submission_id", "dispute_id"], name="dispute_submission_idx"),
+            *_sort_indexes(
+                "dispute",
+                "dispute_id",
+                ["created_at", "bounty_id", "submission_id", "bond_amount", "status", "challenger_id"],
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"dispute {self.dispute_id} ({self.deployment_id})"
