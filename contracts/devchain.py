@@ -9,6 +9,7 @@ account 0 owner and arbiter, accounts 3 and 4 whitelisted grouts, accounts 0-9 f
 from __future__ import annotations
 
 import json
+import platform
 import shutil
 import socket
 import subprocess
@@ -23,7 +24,7 @@ from web3.contract import Contract
 from contracts.artifacts import load_artifact
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
-ANVIL_BIN = PROJECT_DIR / "node_modules" / ".bin" / "anvil"
+NODE_MODULES = PROJECT_DIR / "node_modules"
 
 DEV_CHAIN_ID = 91342
 DEV_MNEMONIC = "test test test test test test test test test test test junk"
@@ -36,6 +37,23 @@ FUNDED_INDEXES = tuple(range(10))
 
 class DevChainError(RuntimeError):
     """The dev chain could not be started or set up."""
+
+
+def anvil_binary() -> Path:
+    """The platform's anvil executable from the npm package @foundry-rs/anvil.
+
+    The package's `node_modules/.bin/anvil` is a node wrapper that does not pass SIGTERM on,
+    which would orphan anvil and lose its --state dump; so the binary is run directly.
+    """
+    machine = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}.get(platform.machine().lower())
+    system = platform.system().lower()
+    candidate = NODE_MODULES / "@foundry-rs" / f"anvil-{system}-{machine}" / "bin" / "anvil"
+    if candidate.exists():
+        return candidate
+    found = shutil.which("anvil")
+    if found is None:
+        raise DevChainError(f"anvil not found at {candidate}: run ./scripts/setup (npm install) in {PROJECT_DIR}")
+    return Path(found)
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -61,11 +79,8 @@ class Anvil:
         return f"http://{self.host}:{self.port}"
 
     def command(self) -> list[str]:
-        binary = ANVIL_BIN if ANVIL_BIN.exists() else shutil.which("anvil")
-        if binary is None:
-            raise DevChainError(f"anvil not found at {ANVIL_BIN}: run `npm ci` in {PROJECT_DIR}")
         command = [
-            str(binary),
+            str(anvil_binary()),
             "--host", self.host,
             "--port", str(self.port),
             "--chain-id", str(self.chain_id),

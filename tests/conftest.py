@@ -1,0 +1,33 @@
+"""Fixtures shared by the whole suite: a real anvil chain with the reference contracts."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from web3 import Web3
+
+from contracts.devchain import Anvil, DevDeployment, deploy_reference_contracts, free_port
+from tests.chain import Chain
+
+
+@pytest.fixture(scope="session")
+def anvil_chain() -> Iterator[tuple[Web3, DevDeployment]]:
+    """One anvil per test session, with the reference contracts deployed as `devchain` does."""
+    anvil = Anvil(port=free_port())
+    w3 = anvil.start()
+    try:
+        yield w3, deploy_reference_contracts(w3, anvil.rpc_url)
+    finally:
+        anvil.stop()
+
+
+@pytest.fixture
+def chain(anvil_chain: tuple[Web3, DevDeployment]) -> Iterator[Chain]:
+    """The deployed chain, reset to its freshly deployed state after each test."""
+    w3, deployment = anvil_chain
+    snapshot = w3.provider.make_request("evm_snapshot", [])["result"]  # type: ignore[arg-type]
+    try:
+        yield Chain(w3, deployment)
+    finally:
+        assert w3.provider.make_request("evm_revert", [snapshot])["result"] is True  # type: ignore[arg-type]

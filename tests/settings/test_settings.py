@@ -1,0 +1,87 @@
+"""Settings come from the environment only, fail loudly, and are production-safe by default."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PROJECT_DIR = Path(__file__).resolve().parent.parent.parent
+PRODUCTION = {
+    "DJANGO_SECRET_KEY": "prod-secret-9f8e7d6c5b4a39281706f5e4d3c2b1a0-zyxwvutsrqponmlkjihgfedcba",
+    "DJANGO_ALLOWED_HOSTS": "bounties.example.org",
+    "BOUNTY_CONTRACT_ADDRESS": "0xe7f1725E7734CE288F8367e1Bb143E90bb3F0512",
+    "BOUNTY_USDC_ADDRESS": "0x5FbDB2315678afecb367f032d93F642f64180aa3",
+}
+CONFIG_VARIABLES = (
+    "DJANGO_DEBUG", "DJANGO_SECRET_KEY", "DJANGO_ALLOWED_HOSTS", "DJANGO_SECURE_SSL_REDIRECT", "DATABASE_URL",
+    "REDIS_URL", "BOUNTY_CHAIN_ID", "BOUNTY_CONTRACT_ADDRESS", "BOUNTY_USDC_ADDRESS", "BOUNTY_RPC_URL",
+    "BOUNTY_START_BLOCK", "BOUNTY_CONFIRMATIONS", "LOG_LEVEL",
+)
+
+
+def manage(*args: str, tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    """Runs manage.py in a clean environment holding only `env` (and a throwaway SQLite file)."""
+    environ = {k: v for k, v in os.environ.items() if k not in CONFIG_VARIABLES}
+    environ["DATABASE_URL"] = f"sqlite:///{tmp_path / 'db.sqlite3'}"
+    environ.update(env)
+    return subprocess.run(
+        [sys.executable, "manage.py", *args], cwd=PROJECT_DIR, env=environ,
+        capture_output=True, text=True, timeout=120,
+    )
+
+
+def test_check_deploy_is_clean_with_production_settings(tmp_path: Path) -> None:
+    result = manage("check", "--deploy", "--fail-level", "WARNING", tmp_path=tmp_path, **PRODUCTION)
+    assert result.returncode == 0, result.stderr
+    assert "System check identified no issues (0 silenced)." in result.stdout
+
+
+def test_migrations_are_up_to_date(tmp_path: Path) -> None:
+    result = manage("makemigrations", "--check", "--dry-run", tmp_path=tmp_path, **PRODUCTION)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_debug_is_off_and_a_secret_key_is_required_by_default(tmp_path: Path) -> None:
+    result = manage("check", tmp_path=tmp_path)
+    assert result.returncode != 0
+    assert "DJANGO_SECRET_KEY is required but not set" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"DJANGO_ALLOWED_HOSTS": ""}, "DJANGO_ALLOWED_HOSTS is required when DJANGO_DEBUG is off"),
+        ({"DJANGO_SECRET_KEY": "short"}, "DJANGO_SECRET_KEY must be at least 50 characters"),
+        ({"DJANGO_DEBUG": "sometimes"}, "DJANGO_DEBUG must be a boolean"),
+        ({"BOUNTY_CHAIN_ID": "mainnet"}, "BOUNTY_CHAIN_ID must be an integer, got 'mainnet'"),
+        ({"BOUNTY_CONTRACT_ADDRESS": "0xabc"}, "BOUNTY_CONTRACT_ADDRESS must be an address"),
+        ({"BOUNTY_CONFIRMATIONS": "-1"}, "BOUNTY_CONFIRMATIONS must be at least 0, got -1"),
+        ({"DATABASE_URL": "mysql://db/bounty"}, "DATABASE_URL must be a URL starting with sqlite:// or postgres://"),
+        ({"REDIS_URL": "localhost:6379"}, "REDIS_URL must be a URL starting with redis://"),
+        ({"LOG_LEVEL": "loud"}, "LOG_LEVEL must be DEBUG, INFO, WARNING, ERROR or CRITICAL"),
+    ],
+)
+def test_a_bad_value_stops_the_process_naming_the_variable(tmp_path: Path, env: dict[str, str], message: str) -> None:
+    result = manage("check", tmp_path=tmp_path, **{**PRODUCTION, **env})
+    assert result.returncode != 0
+    assert message in result.stderr
+
+
+def test_debug_mode_runs_with_nothing_else_configured(tmp_path: Path) -> None:
+    result = manage("check", tmp_path=tmp_path, DJANGO_DEBUG="1")
+    assert result.returncode == 0, result.stderr
+
+
+def test_the_embedded_default_database_is_sqlite_under_var() -> None:
+    environ = {k: v for k, v in os.environ.items() if k not in CONFIG_VARIABLES}
+    environ["DJANGO_DEBUG"] = "1"
+    code = "from django.conf import settings; import django; django.setup(); print(settings.DATABASES['default']['ENGINE'], settings.DATABASES['default']['NAME'])"
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=PROJECT_DIR, capture_output=True, text=True, timeout=60,
+        env={**environ, "DJANGO_SETTINGS_MODULE": "bountysite.settings"},
+    )
+    assert result.stdout.split() == ["django.db.backends.sqlite3", str(PROJECT_DIR / "var" / "db.sqlite3")]
