@@ -100,5 +100,6 @@ def env_url(name: str, default: str | None = None, *, schemes: tuple[str, ...],
         return default
     scheme = value.split("://", 1)[0].lower() if "://" in value else ""
     if scheme not in schemes:
-        raise ImproperlyConfigured(f"{name} must be a URL starting with {' or '.join(s + '://' for s in schemes)}, got {value!r}")
+        expected = " or ".join(f"{s}://" for s in schemes)
+        raise ImproperlyConfigured(f"{name} must be a URL starting with {expected}, got {value!r}")
     return value

@@ -45,7 +45,8 @@ def anvil_binary() -> Path:
     The package's `node_modules/.bin/anvil` is a node wrapper that does not pass SIGTERM on,
     which would orphan anvil and lose its --state dump; so the binary is run directly.
     """
-    machine = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}.get(platform.machine().lower())
+    arches = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}
+    machine = arches.get(platform.machine().lower())
     system = platform.system().lower()
     candidate = NODE_MODULES / "@foundry-rs" / f"anvil-{system}-{machine}" / "bin" / "anvil"
     if candidate.exists():
@@ -104,7 +105,7 @@ class Anvil:
             try:
                 if w3.eth.chain_id == self.chain_id:
                     return w3
-            except Exception:  # noqa: BLE001 - not up yet; any failure means "try again"
+            except Exception:
                 time.sleep(0.05)
         self.stop()
         raise DevChainError(f"anvil did not answer on {self.rpc_url} within {timeout:.0f} s")

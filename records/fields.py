@@ -14,7 +14,7 @@ that is sorted on.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.core import checks, exceptions
 from django.db import models
@@ -22,6 +22,13 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 
 UINT256_MAX = 2**256 - 1
 UINT256_DIGITS = len(str(UINT256_MAX))  # 78
+
+if TYPE_CHECKING:
+    _TextBase = models.TextField[str, str]
+    _UIntBase = models.CharField[int | str, int]
+    _HexBase = models.CharField[str | None, str | None]
+else:
+    _TextBase, _UIntBase, _HexBase = models.TextField, models.CharField, models.CharField
 
 _HEX_ADDRESS = re.compile(r"0x[0-9a-f]{40}")
 _HEX_BYTES32 = re.compile(r"0x[0-9a-f]{64}")
@@ -37,11 +44,11 @@ class _BytewiseCollationMixin:
         return params
 
 
-class OrderedTextField(_BytewiseCollationMixin, models.TextField):  # type: ignore[misc]
+class OrderedTextField(_BytewiseCollationMixin, _TextBase):
     """Free text that sorts identically (by code point) on SQLite and PostgreSQL."""
 
 
-class UInt256Field(_BytewiseCollationMixin, models.CharField):  # type: ignore[misc]
+class UInt256Field(_BytewiseCollationMixin, _UIntBase):
     """An exact integer in [0, 2^256-1]; Python value `int`."""
 
     description = "Unsigned 256-bit integer"
@@ -84,7 +91,7 @@ class UInt256Field(_BytewiseCollationMixin, models.CharField):  # type: ignore[m
         return forms.CharField(max_length=UINT256_DIGITS, **kwargs)
 
 
-class _HexField(_BytewiseCollationMixin, models.CharField):  # type: ignore[misc]
+class _HexField(_BytewiseCollationMixin, _HexBase):
     pattern: re.Pattern[str]
     length: int
     what: str

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from eth_abi import decode as abi_decode
+from eth_abi.abi import decode as abi_decode
 from web3 import Web3
 from web3.contract import Contract
 from web3.logs import DISCARD
@@ -87,7 +87,8 @@ class Chain:
         return decode_revert(_innermost_revert(trace))
 
     def events(self, receipt: TxReceipt, name: str) -> list[dict[str, Any]]:
-        contract = self.board if name in {e.event_name for e in self.board.events} else self.usdc
+        board_events = {item["name"] for item in load_artifact("BountyBoard")["abi"] if item["type"] == "event"}
+        contract = self.board if name in board_events else self.usdc
         processed = getattr(contract.events, name)().process_receipt(receipt, errors=DISCARD)
         return [dict(event["args"]) for event in processed]
 

@@ -67,16 +67,16 @@ def test_it_deploys_sets_roles_funds_accounts_and_writes_devchain_json(tmp_path:
         assert w3.eth.chain_id == 91342
         board = bounty_contract(w3, info["contract_address"])
         usdc = usdc_contract(w3, info["usdc_address"])
-        accounts = w3.eth.accounts
+        accounts = list(w3.eth.accounts)
         assert board.functions.owner().call() == accounts[0] == info["owner"]
         assert board.functions.arbiter().call() == accounts[0] == info["arbiter"]
         assert board.functions.usdc().call() == info["usdc_address"]
         assert [a for a in accounts if board.functions.isGrout(a).call()] == [accounts[3], accounts[4]]
         assert [usdc.functions.balanceOf(a).call() for a in accounts[:10]] == [DEV_FUNDING] * 10
         assert usdc.functions.decimals().call() == 6
-        assert w3.eth.get_transaction_receipt(
-            w3.eth.get_block(info["start_block"], full_transactions=True)["transactions"][0]["hash"]
-        )["contractAddress"] == info["usdc_address"]
+        (first_tx,) = w3.eth.get_block(info["start_block"])["transactions"]
+        assert isinstance(first_tx, bytes)
+        assert w3.eth.get_transaction_receipt(first_tx)["contractAddress"] == info["usdc_address"]
     finally:
         out = _interrupt(process)
     assert process.returncode == 0

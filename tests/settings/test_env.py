@@ -30,7 +30,7 @@ def test_unset_or_blank_means_the_default(environ: dict[str, str]) -> None:
 
 def test_env_int_checks_type_and_bounds() -> None:
     assert env_int("N", None, minimum=0, maximum=10, environ={"N": " 10 "}) == 10
-    with pytest.raises(ImproperlyConfigured, match="N must be an integer, got '1.5'"):
+    with pytest.raises(ImproperlyConfigured, match=r"N must be an integer, got '1\.5'"):
         env_int("N", None, environ={"N": "1.5"})
     with pytest.raises(ImproperlyConfigured, match="N must be at least 1, got 0"):
         env_int("N", None, minimum=1, environ={"N": "0"})

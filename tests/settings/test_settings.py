@@ -79,7 +79,10 @@ def test_debug_mode_runs_with_nothing_else_configured(tmp_path: Path) -> None:
 def test_the_embedded_default_database_is_sqlite_under_var() -> None:
     environ = {k: v for k, v in os.environ.items() if k not in CONFIG_VARIABLES}
     environ["DJANGO_DEBUG"] = "1"
-    code = "from django.conf import settings; import django; django.setup(); print(settings.DATABASES['default']['ENGINE'], settings.DATABASES['default']['NAME'])"
+    code = (
+        "import django; from django.conf import settings; django.setup(); "
+        "db = settings.DATABASES['default']; print(db['ENGINE'], db['NAME'])"
+    )
     result = subprocess.run(
         [sys.executable, "-c", code], cwd=PROJECT_DIR, capture_output=True, text=True, timeout=60,
         env={**environ, "DJANGO_SETTINGS_MODULE": "bountysite.settings"},
