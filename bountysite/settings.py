@@ -129,6 +129,7 @@ BOUNTY_USDC_ADDRESS = env_address("BOUNTY_USDC_ADDRESS")
 BOUNTY_RPC_URL = env_url("BOUNTY_RPC_URL", None, schemes=("http", "https", "ws", "wss"))
 BOUNTY_START_BLOCK = env_int("BOUNTY_START_BLOCK", 0, minimum=0)
 BOUNTY_CONFIRMATIONS = env_int("BOUNTY_CONFIRMATIONS", 12, minimum=0, maximum=10_000)
+BOUNTY_INDEXER_POLL_SECONDS = (env_int("BOUNTY_INDEXER_POLL_MS", 2_000, minimum=50, maximum=600_000) or 2_000) / 1000
 
 # ---------------------------------------------------------------- i18n, static
 
@@ -165,5 +166,5 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
-    "loggers": {"django.db.backends": {"level": "INFO"}},
+    "loggers": {"django.db.backends": {"level": "INFO"}, "httpx": {"level": "WARNING"}, "httpcore": {"level": "WARNING"}},
 }

@@ -28,6 +28,11 @@ class MessageType(models.TextChoices):
     BOUNTY_FINALIZED = "bounty.finalized"
     BOUNTY_REFUNDED = "bounty.refunded"
     SUBMISSION_REFUNDED = "submission.refunded"
+    # Not in the spec's list: sent only after a reorganisation orphaned the block that created
+    # the record, so that a live consumer drops it.
+    BOUNTY_REMOVED = "bounty.removed"
+    SUBMISSION_REMOVED = "submission.removed"
+    DISPUTE_REMOVED = "dispute.removed"
 
 
 class SyncState(models.Model):

@@ -1,0 +1,90 @@
+"""One writer per deployment.
+
+On PostgreSQL a session-level advisory lock, held on a connection of its own (Django may close
+and reopen its connection; the lock must outlive that). On SQLite an exclusive `flock` on a
+lock file beside the database. Either way a second indexer for the same deployment waits,
+saying so, until the first one stops; the operating system releases both kinds of lock when a
+process dies, so a crashed indexer never leaves a stale lock behind.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import logging
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from django.db import connections
+
+logger = logging.getLogger(__name__)
+
+
+class LockWaitInterrupted(Exception):
+    """Stopped while waiting for another indexer to release the deployment."""
+
+
+def lock_key(chain_id: int, contract_address: str) -> int:
+    """A signed 64-bit advisory-lock key for the deployment."""
+    digest = hashlib.sha256(f"bounty-indexer:{chain_id}:{contract_address.lower()}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+@contextmanager
+def deployment_lock(chain_id: int, contract_address: str, stop: threading.Event,
+                    poll: float = 2.0) -> Iterator[None]:
+    """Holds the deployment's writer lock for the duration of the block."""
+    connection = connections["default"]
+    if connection.vendor == "postgresql":
+        with _advisory_lock(connection.get_connection_params(), lock_key(chain_id, contract_address), stop, poll):
+            yield
+    else:
+        database = Path(str(connection.settings_dict["NAME"]))
+        path = database.with_name(f"{database.name}.indexer-{chain_id}-{contract_address.lower()}.lock")
+        with _file_lock(path, stop, poll):
+            yield
+
+
+def _wait(stop: threading.Event, poll: float, what: str, first: list[bool]) -> None:
+    if first[0]:
+        logger.warning("another indexer holds %s; waiting for it to stop", what)
+        first[0] = False
+    if stop.wait(poll):
+        raise LockWaitInterrupted(f"stopped while waiting for {what}")
+
+
+@contextmanager
+def _advisory_lock(params: dict[str, Any], key: int, stop: threading.Event, poll: float) -> Iterator[None]:
+    params = {k: v for k, v in params.items() if k not in {"cursor_factory", "context"}}
+    with psycopg.connect(**params, autocommit=True) as conn:
+        first = [True]
+        while True:
+            row = conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
+            if row is not None and row[0]:
+                break
+            _wait(stop, poll, f"PostgreSQL advisory lock {key}", first)
+        try:
+            yield
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+
+
+@contextmanager
+def _file_lock(path: Path, stop: threading.Event, poll: float) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as handle:
+        first = [True]
+        while True:
+            try:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                _wait(stop, poll, f"lock file {path}", first)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)

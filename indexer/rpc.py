@@ -1,0 +1,195 @@
+"""A JSON-RPC client that tells transient failures from deterministic ones.
+
+Transient (retried with capped exponential backoff and jitter): timeouts, connection resets,
+HTTP 429 and 5xx, bodies that are not JSON (truncated), and JSON-RPC errors that say "rate
+limit" or "try again". Deterministic (raised at once, `RpcError`): any other JSON-RPC error or
+HTTP status. A getLogs range the node refuses raises `RangeTooLarge`, carrying the span or
+the end block the node's message allows, where it names one.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+logger = logging.getLogger(__name__)
+
+
+class RpcError(Exception):
+    """A deterministic failure: retrying the same request would fail the same way."""
+
+    def __init__(self, message: str, *, code: int | None = None, data: Any = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.data = data
+
+
+class TransientRpcError(Exception):
+    """A failure that may pass on retry (network, overload, a truncated answer)."""
+
+    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class RangeTooLarge(RpcError):
+    """The node refused a getLogs range: too many blocks or too many results."""
+
+    def __init__(self, message: str, *, max_span: int | None, suggested_to: int | None, **kwargs: Any) -> None:
+        super().__init__(message, **kwargs)
+        self.max_span = max_span
+        self.suggested_to = suggested_to
+
+
+class RetriesExhausted(RpcError):
+    """A transient failure that kept happening after every retry."""
+
+
+_RANGE_HINTS = re.compile(
+    r"block range|range (?:is )?too (?:large|wide|big)|too many (?:results|logs|blocks)|returned more than|"
+    r"response size|max(?:imum)? results|exceeds? max|range limit|limited to a|query timeout|limit exceeded",
+    re.IGNORECASE,
+)
+_TRANSIENT_HINTS = re.compile(
+    r"rate limit|too many requests|try again|temporarily|timeout|timed out|header not found|busy|overload",
+    re.IGNORECASE,
+)
+_SUGGESTED_RANGE = re.compile(r"\[\s*(0x[0-9a-fA-F]+|\d+)\s*,\s*(0x[0-9a-fA-F]+|\d+)\s*\]")
+_SPAN = re.compile(
+    r"(?:range(?: limit)?|limited to an?|up to an?|maximum block range:?|max(?:imum)? range:?)\s*(?:of\s*)?"
+    r"\(?(\d[\d,_]*)\s*(k)?\)?",
+    re.IGNORECASE,
+)
+
+
+def _number(text: str) -> int:
+    return int(text, 16) if text.lower().startswith("0x") else int(text.replace(",", "").replace("_", ""))
+
+
+def classify_error(error: dict[str, Any]) -> Exception:
+    """The exception a JSON-RPC error object stands for."""
+    message = str(error.get("message", "unknown JSON-RPC error"))
+    code = error.get("code")
+    data = error.get("data")
+    detail = f"{message} {json.dumps(data) if data is not None else ''}"
+    if _RANGE_HINTS.search(detail) and not re.search(r"rate limit|too many requests", detail, re.IGNORECASE):
+        suggested_to: int | None = None
+        if isinstance(data, dict) and "to" in data:
+            suggested_to = _number(str(data["to"]))
+        elif match := _SUGGESTED_RANGE.search(detail):
+            suggested_to = _number(match.group(2))
+        max_span: int | None = None
+        if match := _SPAN.search(detail):
+            max_span = _number(match.group(1)) * (1000 if match.group(2) else 1)
+        return RangeTooLarge(message, max_span=max_span, suggested_to=suggested_to, code=code, data=data)
+    if code == 429 or _TRANSIENT_HINTS.search(message):
+        return TransientRpcError(f"JSON-RPC error {code}: {message}")
+    return RpcError(f"JSON-RPC error {code}: {message}", code=code, data=data)
+
+
+@dataclass
+class Backoff:
+    """Capped exponential backoff with full jitter."""
+
+    base: float = 0.25
+    cap: float = 15.0
+    attempts: int = 8
+
+    def delay(self, attempt: int, retry_after: float | None = None) -> float:
+        if retry_after is not None:
+            return min(self.cap, max(retry_after, 0.0))
+        return float(random.uniform(0, min(self.cap, self.base * 2**attempt)))
+
+
+class RpcClient:
+    """JSON-RPC over HTTP(S), single calls and batches, retrying transient failures."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        timeout: float = 20.0,
+        backoff: Backoff | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.url = url
+        self.backoff = backoff or Backoff()
+        self._sleep = sleep
+        self._http = httpx.Client(timeout=httpx.Timeout(timeout), headers={"Content-Type": "application/json"})
+        self._next_id = 1
+
+    def close(self) -> None:
+        self._http.close()
+
+    def call(self, method: str, params: Sequence[Any]) -> Any:
+        """One JSON-RPC call; its result, or the classified exception."""
+        return self.batch([(method, params)])[0]
+
+    def batch(self, calls: Sequence[tuple[str, Sequence[Any]]]) -> list[Any]:
+        """Several calls in one request; results in the order of `calls`.
+
+        An error in any call raises its classified exception (after retries if transient)."""
+        if not calls:
+            return []
+        attempt = 0
+        while True:
+            try:
+                return self._send(calls)
+            except TransientRpcError as exc:
+                if attempt + 1 >= self.backoff.attempts:
+                    raise RetriesExhausted(f"{exc} (gave up after {attempt + 1} attempts)") from exc
+                delay = self.backoff.delay(attempt, exc.retry_after)
+                logger.warning("RPC %s failed transiently (%s); retry %d in %.2f s",
+                               calls[0][0], exc, attempt + 1, delay)
+                self._sleep(delay)
+                attempt += 1
+
+    def _send(self, calls: Sequence[tuple[str, Sequence[Any]]]) -> list[Any]:
+        first_id = self._next_id
+        self._next_id += len(calls)
+        payload = [
+            {"jsonrpc": "2.0", "id": first_id + i, "method": method, "params": list(params)}
+            for i, (method, params) in enumerate(calls)
+        ]
+        body = payload[0] if len(payload) == 1 else payload
+        try:
+            response = self._http.post(self.url, content=json.dumps(body))
+        except httpx.TimeoutException as exc:
+            raise TransientRpcError(f"timeout: {exc!r}") from exc
+        except httpx.TransportError as exc:
+            raise TransientRpcError(f"connection failed: {exc!r}") from exc
+        if response.status_code == 429 or response.status_code >= 500:
+            retry_after = response.headers.get("Retry-After")
+            raise TransientRpcError(
+                f"HTTP {response.status_code}",
+                retry_after=float(retry_after) if retry_after and retry_after.isdigit() else None,
+            )
+        if response.status_code != 200:
+            raise RpcError(f"HTTP {response.status_code} from {self.url}: {response.text[:200]}")
+        try:
+            answer = response.json()
+        except ValueError as exc:
+            raise TransientRpcError(f"response is not JSON ({len(response.content)} bytes)") from exc
+        answers = answer if isinstance(answer, list) else [answer]
+        by_id = {item.get("id"): item for item in answers if isinstance(item, dict)}
+        results = []
+        for i in range(len(calls)):
+            item = by_id.get(first_id + i)
+            if item is None:
+                if len(answers) == 1 and isinstance(answers[0], dict) and "error" in answers[0]:
+                    raise classify_error(answers[0]["error"])
+                raise TransientRpcError(f"response lacks the answer to call {i} ({calls[i][0]})")
+            if item.get("error") is not None:
+                raise classify_error(item["error"])
+            if "result" not in item:
+                raise TransientRpcError(f"answer to {calls[i][0]} has neither result nor error")
+            results.append(item["result"])
+        return results

@@ -1,0 +1,349 @@
+"""The indexer pipeline: fetch logs, decode, apply, commit; detect and undo reorganisations.
+
+Each batch is one database transaction holding the records it changes, the applied-log ledger,
+the change log, the hashes of its blocks and the new progress, so a crash at any instant
+leaves either all of a batch or none of it, and a restart resumes right after the last
+committed block. Only blocks at least `confirmations` deep are indexed. Before each batch the
+stored tip's hash is compared with the chain; on a mismatch the indexer walks back through the
+kept hashes to the common ancestor, undoes everything above it, and indexes the new branch.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from indexer.events import RECORD_EVENT_TOPICS, RecordEvent, UndecodableLog, decode_log
+from indexer.locks import deployment_lock
+from indexer.models import AppliedLog, ChangeLogEntry, IndexedBlock, SyncState
+from indexer.rpc import RangeTooLarge, RpcClient, RpcError
+from indexer.transitions import Message, RecordStore, apply_event, chain_time, undo_entries
+from records.models import Deployment
+
+logger = logging.getLogger(__name__)
+
+
+class IndexerError(RuntimeError):
+    """A condition the indexer cannot continue from; the message says what to do."""
+
+
+class ReorgTooDeep(IndexerError):
+    pass
+
+
+@dataclass(frozen=True)
+class IndexerConfig:
+    rpc_url: str
+    chain_id: int
+    contract_address: str
+    usdc_address: str | None
+    start_block: int
+    confirmations: int
+    poll_interval: float = 2.0
+    initial_span: int = 2_000
+    max_span: int = 50_000
+    kept_blocks: int = 1_024
+
+    @classmethod
+    def from_settings(cls) -> IndexerConfig:
+        """The configuration from settings; IndexerError naming every missing variable."""
+        missing = [name for name in ("BOUNTY_RPC_URL", "BOUNTY_CONTRACT_ADDRESS") if not getattr(settings, name)]
+        if missing:
+            raise IndexerError(f"missing configuration: {', '.join(missing)} (see the README's Configuration)")
+        return cls(
+            rpc_url=settings.BOUNTY_RPC_URL,
+            chain_id=settings.BOUNTY_CHAIN_ID,
+            contract_address=settings.BOUNTY_CONTRACT_ADDRESS.lower(),
+            usdc_address=settings.BOUNTY_USDC_ADDRESS,
+            start_block=settings.BOUNTY_START_BLOCK,
+            confirmations=settings.BOUNTY_CONFIRMATIONS,
+            poll_interval=settings.BOUNTY_INDEXER_POLL_SECONDS,
+        )
+
+
+@dataclass
+class LogFetcher:
+    """eth_getLogs over block ranges that adapt to the node: grow on success, split on refusal."""
+
+    rpc: RpcClient
+    address: str
+    span: int = 2_000
+    max_span: int = 50_000
+
+    def fetch(self, start: int, end: int) -> tuple[int, list[dict[str, Any]]]:
+        """Logs of the record events in [start, to] for some start <= to <= end; returns (to, logs)."""
+        while True:
+            to = min(end, start + self.span - 1)
+            try:
+                logs: list[dict[str, Any]] = self.rpc.call(
+                    "eth_getLogs",
+                    [{"address": self.address, "fromBlock": hex(start), "toBlock": hex(to),
+                      "topics": [RECORD_EVENT_TOPICS]}],
+                )
+            except RangeTooLarge as exc:
+                if to == start:
+                    raise IndexerError(f"the node refuses eth_getLogs even for the single block {start}: {exc}") from exc
+                allowed = to - start  # at least halve... unless the node says better
+                if exc.suggested_to is not None and start <= exc.suggested_to < to:
+                    allowed = exc.suggested_to - start + 1
+                elif exc.max_span is not None and exc.max_span < to - start + 1:
+                    allowed = exc.max_span
+                else:
+                    allowed = max(1, (to - start + 1) // 2)
+                logger.info("node refused blocks %d-%d (%s); trying %d blocks", start, to, exc, allowed)
+                self.span = max(1, allowed)
+                continue
+            if not isinstance(logs, list):
+                raise IndexerError(f"eth_getLogs answered {type(logs).__name__}, not a list")
+            if to - start + 1 >= self.span:
+                self.span = min(self.max_span, self.span * 2)
+            return to, logs
+
+
+@dataclass
+class Progress:
+    """Backfill progress: blocks done of total, events/s, time left."""
+
+    first_block: int
+    target_block: int
+    started: float = field(default_factory=time.monotonic)
+    events: int = 0
+
+    def line(self, done_block: int) -> str:
+        total = max(1, self.target_block - self.first_block + 1)
+        done = min(total, max(0, done_block - self.first_block + 1))
+        elapsed = max(1e-6, time.monotonic() - self.started)
+        rate = done / elapsed
+        left = (total - done) / rate if rate > 0 else 0.0
+        return (f"backfill: block {done_block} of {self.target_block} ({done} of {total} blocks, {100 * done / total:.1f}%), "
+                f"{self.events} events at {self.events / elapsed:,.0f} events/s, about {left:,.0f} s left")
+
+
+class Indexer:
+    """Mirrors one deployment's record events into the database."""
+
+    def __init__(self, config: IndexerConfig, rpc: RpcClient | None = None,
+                 stop: threading.Event | None = None) -> None:
+        self.config = config
+        self.rpc = rpc or RpcClient(config.rpc_url)
+        self.stop = stop or threading.Event()
+        self.fetcher = LogFetcher(self.rpc, config.contract_address, span=config.initial_span,
+                                  max_span=config.max_span)
+        self.deployment: Deployment | None = None
+        self.progress: Progress | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def check_node(self) -> None:
+        """Refuses a node on another chain or without the contract."""
+        chain_id = int(self.rpc.call("eth_chainId", []), 16)
+        if chain_id != self.config.chain_id:
+            raise IndexerError(
+                f"the node at {self.config.rpc_url} is on chain {chain_id}, but BOUNTY_CHAIN_ID is {self.config.chain_id}"
+            )
+        code = self.rpc.call("eth_getCode", [self.config.contract_address, "latest"])
+        if code in (None, "0x", "0x0"):
+            raise IndexerError(f"no contract at BOUNTY_CONTRACT_ADDRESS {self.config.contract_address} on chain {chain_id}")
+
+    def ensure_deployment(self) -> Deployment:
+        deployment, _ = Deployment.objects.get_or_create(
+            chain_id=self.config.chain_id, contract_address=self.config.contract_address,
+            defaults={"usdc_address": self.config.usdc_address},
+        )
+        if self.config.usdc_address and deployment.usdc_address != self.config.usdc_address:
+            deployment.usdc_address = self.config.usdc_address
+            deployment.save(update_fields=["usdc_address"])
+        SyncState.objects.get_or_create(deployment=deployment)
+        self.deployment = deployment
+        return deployment
+
+    def run(self) -> None:
+        """Backfills, then follows the head until `stop` is set."""
+        self.check_node()
+        self.ensure_deployment()
+        with deployment_lock(self.config.chain_id, self.config.contract_address, self.stop):
+            logger.info("indexing chain %d contract %s from block %d with %d confirmations",
+                        self.config.chain_id, self.config.contract_address, self.config.start_block,
+                        self.config.confirmations)
+            while not self.stop.is_set():
+                if not self.step():
+                    self.stop.wait(self.config.poll_interval)
+        logger.info("indexer stopped")
+
+    # ------------------------------------------------------------------ one step
+
+    def step(self) -> bool:
+        """Indexes one batch (or undoes a reorg); False when caught up with the safe head."""
+        deployment = self.deployment or self.ensure_deployment()
+        head = int(self.rpc.call("eth_blockNumber", []), 16)
+        safe = head - self.config.confirmations
+        state = SyncState.objects.get(deployment=deployment)
+        if self._undo_reorg(deployment, state):
+            return True
+        last = state.last_indexed_block if state.last_indexed_block is not None else self.config.start_block - 1
+        if last >= safe:
+            SyncState.objects.filter(pk=state.pk).update(head_block=head, last_heartbeat=timezone.now())
+            self.progress = None
+            return False
+        to, raw_logs = self.fetcher.fetch(last + 1, safe)
+        events = self._decode(raw_logs, last + 1, to)
+        headers = self._headers(sorted({e.log.block_number for e in events} | {to}))
+        if headers is None or any(headers[e.log.block_number]["hash"] != e.log.block_hash for e in events):
+            logger.warning("blocks %d-%d changed while being read (a reorganisation); reading them again", last + 1, to)
+            return True
+        counts = self._commit(deployment, state, last, to, head, events, headers)
+        self._report(last + 1, to, safe, counts)
+        return True
+
+    def _decode(self, raw_logs: list[dict[str, Any]], start: int, to: int) -> list[RecordEvent]:
+        events: list[RecordEvent] = []
+        for raw in raw_logs:
+            if raw.get("removed") or str(raw.get("address", "")).lower() != self.config.contract_address:
+                continue
+            try:
+                event = decode_log(raw)
+            except (UndecodableLog, KeyError, ValueError, TypeError) as exc:
+                logger.error("skipping a log that does not decode (%s): %s", exc, raw)
+                continue
+            if not start <= event.log.block_number <= to:
+                raise IndexerError(f"the node returned a log of block {event.log.block_number} for blocks {start}-{to}")
+            events.append(event)
+        events.sort(key=lambda e: (e.log.block_number, e.log.log_index))
+        return events
+
+    def _headers(self, numbers: list[int]) -> dict[int, dict[str, Any]] | None:
+        headers: dict[int, dict[str, Any]] = {}
+        for start in range(0, len(numbers), 200):
+            chunk = numbers[start : start + 200]
+            answers = self.rpc.batch([("eth_getBlockByNumber", [hex(n), False]) for n in chunk])
+            for number, header in zip(chunk, answers, strict=True):
+                if not header:
+                    return None
+                headers[number] = header
+        return headers
+
+    @transaction.atomic
+    def _commit(self, deployment: Deployment, state: SyncState, last: int, to: int, head: int,
+                events: list[RecordEvent], headers: dict[int, dict[str, Any]]) -> Counter[str]:
+        locked = SyncState.objects.select_for_update().get(pk=state.pk)
+        if locked.last_indexed_block != state.last_indexed_block:
+            raise IndexerError("the sync state moved under this indexer: is another writer running without the lock?")
+        store = RecordStore(deployment)
+        store.load(events)
+        seq = locked.last_seq
+        ledger: list[AppliedLog] = []
+        changes: list[ChangeLogEntry] = []
+        counts: Counter[str] = Counter()
+        for event in events:
+            block_time = chain_time(int(headers[event.log.block_number]["timestamp"], 16))
+            applied = apply_event(store, event, block_time)
+            ledger.append(AppliedLog(
+                deployment=deployment, block_number=event.log.block_number, block_hash=event.log.block_hash,
+                tx_hash=event.log.tx_hash, log_index=event.log.log_index, event=type(event).__name__,
+                undo=applied.undo,
+            ))
+            for message in applied.messages:
+                seq += 1
+                changes.append(self._entry(deployment, seq, message))
+                counts[message.type] += 1
+        store.save()
+        AppliedLog.objects.bulk_create(ledger, batch_size=1000)
+        ChangeLogEntry.objects.bulk_create(changes, batch_size=1000)
+        IndexedBlock.objects.bulk_create(
+            [IndexedBlock(deployment=deployment, number=n, hash=h["hash"], parent_hash=h["parentHash"],
+                          timestamp=chain_time(int(h["timestamp"], 16))) for n, h in sorted(headers.items())],
+            batch_size=1000,
+        )
+        IndexedBlock.objects.filter(deployment=deployment, number__lt=to - self.config.kept_blocks).delete()
+        locked.last_indexed_block = to
+        locked.last_seq = seq
+        locked.head_block = head
+        locked.last_heartbeat = timezone.now()
+        locked.save()
+        return counts
+
+    @staticmethod
+    def _entry(deployment: Deployment, seq: int, message: Message) -> ChangeLogEntry:
+        return ChangeLogEntry(deployment=deployment, seq=seq, type=message.type, payload=message.payload,
+                              block_number=message.block_number)
+
+    # ------------------------------------------------------------------ reorganisations
+
+    def _undo_reorg(self, deployment: Deployment, state: SyncState) -> bool:
+        tip = IndexedBlock.objects.filter(deployment=deployment).order_by("-number").first()
+        if tip is None:
+            return False
+        header = self.rpc.call("eth_getBlockByNumber", [hex(tip.number), False])
+        if header and header["hash"] == tip.hash:
+            return False
+        ancestor = self._common_ancestor(deployment, tip.number)
+        self._roll_back(deployment, ancestor, tip.number)
+        return True
+
+    def _common_ancestor(self, deployment: Deployment, tip: int) -> int:
+        stored = list(IndexedBlock.objects.filter(deployment=deployment).order_by("-number")
+                      .values_list("number", "hash"))
+        for start in range(0, len(stored), 200):
+            chunk = stored[start : start + 200]
+            answers = self.rpc.batch([("eth_getBlockByNumber", [hex(n), False]) for n, _ in chunk])
+            for (number, stored_hash), header in zip(chunk, answers, strict=True):
+                if header and header["hash"] == stored_hash:
+                    return int(number)
+        base = self.config.start_block - 1
+        if base >= tip - self.config.kept_blocks:
+            return base
+        raise ReorgTooDeep(
+            f"the chain reorganised below the {len(stored)} kept block hashes (tip {tip}, oldest kept "
+            f"{stored[-1][0] if stored else 'none'}): the mirror may hold orphaned records. Stop the service and "
+            "re-index this deployment from BOUNTY_START_BLOCK into an empty database."
+        )
+
+    @transaction.atomic
+    def _roll_back(self, deployment: Deployment, ancestor: int, tip: int) -> None:
+        state = SyncState.objects.select_for_update().get(deployment=deployment)
+        orphaned = list(AppliedLog.objects.filter(deployment=deployment, block_number__gt=ancestor)
+                        .order_by("-block_number", "-log_index"))
+        entries = [entry for log in orphaned for entry in reversed(log.undo)]
+        store = RecordStore(deployment)
+        messages = undo_entries(store, entries, block_number=ancestor)
+        store.save()
+        AppliedLog.objects.filter(pk__in=[log.pk for log in orphaned]).delete()
+        IndexedBlock.objects.filter(deployment=deployment, number__gt=ancestor).delete()
+        seq = state.last_seq
+        changes = []
+        for message in messages:
+            seq += 1
+            changes.append(self._entry(deployment, seq, message))
+        ChangeLogEntry.objects.bulk_create(changes)
+        state.last_seq = seq
+        state.last_indexed_block = ancestor if ancestor >= self.config.start_block else None
+        state.save()
+        logger.warning("reorganisation: rolled back blocks %d-%d (%d logs, %d records corrected); "
+                       "indexing the new branch", ancestor + 1, tip, len(orphaned), len(messages))
+
+    # ------------------------------------------------------------------ reporting
+
+    def _report(self, start: int, to: int, safe: int, counts: Counter[str]) -> None:
+        applied = sum(counts.values())
+        if to < safe or self.progress is not None and to < self.progress.target_block:
+            if self.progress is None:
+                self.progress = Progress(first_block=start, target_block=safe)
+            self.progress.events += applied
+            logger.info(self.progress.line(to))
+            return
+        if self.progress is not None:
+            self.progress.events += applied
+            logger.info(self.progress.line(to))
+            logger.info("backfill done; following the head")
+            self.progress = None
+        if applied:
+            detail = ", ".join(f"{kind} x{n}" for kind, n in sorted(counts.items()))
+            logger.info("applied blocks %d-%d: %s", start, to, detail)

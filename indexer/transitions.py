@@ -1,0 +1,429 @@
+"""Every state transition of the mirrored records, in one place.
+
+A batch of decoded events is applied to a `RecordStore`: the records the batch touches, loaded
+in a few queries up front, changed in memory by the `apply_*` functions below, and written
+back in bulk. Each application returns the change-log messages it causes (the record as the API
+serializes it, right after the change) and the undo entries that restore the previous state if
+the log's block is orphaned by a reorganisation.
+
+Undo entries are JSON: `{"kind": "bounty", "id": 7, "before": null}` removes a record the log
+created; `{"kind": ..., "id": ..., "before": {"status": "open", ...}}` restores fields.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from indexer.events import (
+    BountyCreated,
+    BountyFinalized,
+    BountyRefunded,
+    DisputeCancelled,
+    DisputeCreated,
+    DisputeResolved,
+    RecordEvent,
+    SubmissionCreated,
+    SubmissionRefunded,
+)
+from indexer.models import MessageType
+from records.models import (
+    Bounty,
+    BountyStatus,
+    Deployment,
+    Dispute,
+    DisputeStatus,
+    Submission,
+    SubmissionStatus,
+)
+from records.representation import JsonRecord, bounty_json, dispute_json, submission_json
+
+Kind = Literal["bounty", "submission", "dispute"]
+Record = Bounty | Submission | Dispute
+UndoEntry = dict[str, Any]
+
+# The contract's SubmissionStatus enum, as DisputeResolved carries it.
+SUBMISSION_STATUS_BY_ENUM = {
+    0: SubmissionStatus.SUBMITTED,
+    1: SubmissionStatus.DISPUTED,
+    2: SubmissionStatus.ACCEPTED,
+    3: SubmissionStatus.REJECTED,
+    4: SubmissionStatus.REFUNDED,
+}
+# Fields a transition may change on an existing record; undo restores exactly these.
+MUTABLE_FIELDS: dict[Kind, tuple[str, ...]] = {
+    "bounty": ("status", "submission_count"),
+    "submission": ("status", "dispute_count"),
+    "dispute": ("status",),
+}
+_LATEST_DATETIME = datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC)
+
+
+class InconsistentChain(RuntimeError):
+    """An event refers to a record the mirror lacks (or re-creates one it has)."""
+
+
+def chain_time(timestamp: int) -> datetime:
+    """A chain timestamp as an aware UTC datetime; beyond year 9999 it is clamped to the last second."""
+    try:
+        return datetime.fromtimestamp(timestamp, UTC)
+    except (OverflowError, ValueError, OSError):
+        return _LATEST_DATETIME
+
+
+@dataclass
+class Message:
+    type: MessageType
+    payload: JsonRecord
+    block_number: int
+
+
+@dataclass
+class Applied:
+    messages: list[Message]
+    undo: list[UndoEntry]
+
+
+@dataclass
+class RecordStore:
+    """The records of one deployment that a batch reads and writes."""
+
+    deployment: Deployment
+    bounties: dict[int, Bounty] = field(default_factory=dict)
+    submissions: dict[int, Submission] = field(default_factory=dict)
+    disputes: dict[int, Dispute] = field(default_factory=dict)
+    created: set[tuple[Kind, int]] = field(default_factory=set)
+    changed: set[tuple[Kind, int]] = field(default_factory=set)
+    removed: set[tuple[Kind, int]] = field(default_factory=set)
+
+    def load(self, events: Iterable[RecordEvent]) -> None:
+        """Fetches every existing record the events refer to, one query per kind."""
+        wanted: dict[Kind, set[int]] = {"bounty": set(), "submission": set(), "dispute": set()}
+        for event in events:
+            for kind, key in _references(event):
+                wanted[kind].add(key)
+        for kind, keys in wanted.items():
+            self.load_keys(kind, keys)
+
+    def load_keys(self, kind: Kind, keys: Iterable[int]) -> None:
+        model, id_field, table = self._table(kind)
+        missing = sorted(k for k in keys if k not in table)
+        for start in range(0, len(missing), 900):  # SQLite's bound-parameter limit
+            chunk = missing[start : start + 900]
+            query = model.objects.filter(deployment=self.deployment, **{f"{id_field}__in": chunk})
+            for record in query:
+                table[getattr(record, id_field)] = record
+
+    def get(self, kind: Kind, key: int) -> Any:
+        table = self._table(kind)[2]
+        if key not in table:
+            raise InconsistentChain(
+                f"{kind} {key} is not in the mirror; is BOUNTY_START_BLOCK after the contract's deployment block?"
+            )
+        return table[key]
+
+    def add(self, kind: Kind, key: int, record: Record) -> None:
+        table = self._table(kind)[2]
+        if key in table:
+            raise InconsistentChain(f"{kind} {key} is created twice")
+        table[key] = record
+        self.created.add((kind, key))
+
+    def touch(self, kind: Kind, key: int) -> None:
+        if (kind, key) not in self.created:
+            self.changed.add((kind, key))
+
+    def remove(self, kind: Kind, key: int) -> None:
+        self.removed.add((kind, key))
+        self.changed.discard((kind, key))
+
+    def save(self) -> None:
+        """Writes back in bulk: removals (children first), creations (parents first), changes."""
+        for kind in ("dispute", "submission", "bounty"):
+            model, id_field, table = self._table(kind)
+            gone = [key for k, key in self.removed if k == kind]
+            if gone:
+                model.objects.filter(deployment=self.deployment, **{f"{id_field}__in": gone}).delete()
+                for key in gone:
+                    table.pop(key, None)
+        for kind in ("bounty", "submission", "dispute"):
+            model, _, table = self._table(kind)
+            new = [table[key] for k, key in sorted(self.created) if k == kind]
+            if new:
+                model.objects.bulk_create(new, batch_size=500)
+            dirty = [table[key] for k, key in sorted(self.changed) if k == kind and key in table]
+            if dirty:
+                model.objects.bulk_update(dirty, list(MUTABLE_FIELDS[kind]), batch_size=500)
+
+    def _table(self, kind: Kind) -> tuple[type[Any], str, dict[int, Any]]:
+        if kind == "bounty":
+            return Bounty, "bounty_id", self.bounties
+        if kind == "submission":
+            return Submission, "submission_id", self.submissions
+        return Dispute, "dispute_id", self.disputes
+
+    def json(self, kind: Kind, key: int) -> JsonRecord:
+        record = self.get(kind, key)
+        chain_id, address = self.deployment.chain_id, self.deployment.contract_address
+        if kind == "bounty":
+            return bounty_json(record, chain_id=chain_id, contract_address=address)
+        if kind == "submission":
+            return submission_json(record, chain_id=chain_id, contract_address=address)
+        return dispute_json(record, chain_id=chain_id, contract_address=address)
+
+
+def _references(event: RecordEvent) -> list[tuple[Kind, int]]:
+    match event:
+        case BountyCreated():
+            return []
+        case SubmissionCreated(bounty_id=bounty_id):
+            return [("bounty", bounty_id)]
+        case DisputeCreated(submission_id=submission_id):
+            return [("submission", submission_id)]
+        case DisputeResolved(dispute_id=dispute_id, submission_id=submission_id) | DisputeCancelled(
+            dispute_id=dispute_id, submission_id=submission_id
+        ):
+            return [("dispute", dispute_id), ("submission", submission_id)]
+        case BountyFinalized(bounty_id=bounty_id, submission_id=submission_id):
+            return [("bounty", bounty_id), ("submission", submission_id)]
+        case BountyRefunded(bounty_id=bounty_id):
+            return [("bounty", bounty_id)]
+        case SubmissionRefunded(submission_id=submission_id):
+            return [("submission", submission_id)]
+
+
+def _before(store: RecordStore, kind: Kind, key: int) -> UndoEntry:
+    record = store.get(kind, key)
+    return {"kind": kind, "id": key, "before": {f: getattr(record, f) for f in MUTABLE_FIELDS[kind]}}
+
+
+def _source(event: RecordEvent, block_time: datetime) -> dict[str, Any]:
+    return {
+        "tx_hash": event.log.tx_hash,
+        "block_number": event.log.block_number,
+        "log_index": event.log.log_index,
+        "created_at": block_time,
+    }
+
+
+def apply_bounty_created(store: RecordStore, event: BountyCreated, block_time: datetime) -> Applied:
+    bounty = Bounty(
+        deployment=store.deployment,
+        bounty_id=event.bounty_id,
+        prompt=event.metadata_uri,
+        bounty_amount=event.reward_amount,
+        fee_amount=event.fee_amount,
+        bond_amount=event.bond_amount,
+        duration=event.duration,
+        status=BountyStatus.OPEN,
+        poster=event.poster,
+        deadline=chain_time(event.deadline),
+        challenge_window=event.challenge_window,
+        metadata_uri=event.metadata_uri,
+        metadata_hash=event.metadata_hash,
+        submission_count=0,
+        **_source(event, block_time),
+    )
+    store.add("bounty", event.bounty_id, bounty)
+    return Applied(
+        [Message(MessageType.BOUNTY_CREATED, store.json("bounty", event.bounty_id), event.log.block_number)],
+        [{"kind": "bounty", "id": event.bounty_id, "before": None}],
+    )
+
+
+def apply_submission_created(store: RecordStore, event: SubmissionCreated, block_time: datetime) -> Applied:
+    undo = [_before(store, "bounty", event.bounty_id)]
+    bounty: Bounty = store.get("bounty", event.bounty_id)
+    submission = Submission(
+        deployment=store.deployment,
+        submission_id=event.submission_id,
+        bounty_id=event.bounty_id,
+        tile_id=event.claimant,
+        content=event.metadata_uri,
+        bond_amount=event.bond_amount,
+        review_deadline=chain_time(event.review_deadline),
+        status=SubmissionStatus.SUBMITTED,
+        claimant=event.claimant,
+        metadata_uri=event.metadata_uri,
+        metadata_hash=event.metadata_hash,
+        dispute_count=0,
+        **_source(event, block_time),
+    )
+    store.add("submission", event.submission_id, submission)
+    bounty.submission_count += 1
+    store.touch("bounty", event.bounty_id)
+    undo.append({"kind": "submission", "id": event.submission_id, "before": None})
+    return Applied(
+        [Message(MessageType.SUBMISSION_CREATED, store.json("submission", event.submission_id),
+                 event.log.block_number)],
+        undo,
+    )
+
+
+def apply_dispute_created(store: RecordStore, event: DisputeCreated, block_time: datetime) -> Applied:
+    undo = [_before(store, "submission", event.submission_id)]
+    submission: Submission = store.get("submission", event.submission_id)
+    dispute = Dispute(
+        deployment=store.deployment,
+        dispute_id=event.dispute_id,
+        bounty_id=event.bounty_id,
+        submission_id=event.submission_id,
+        challenger_id=event.challenger,
+        reason=event.metadata_uri,
+        bond_amount=event.bond_amount,
+        status=DisputeStatus.PENDING_HUMAN_REVIEW,
+        metadata_uri=event.metadata_uri,
+        metadata_hash=event.metadata_hash,
+        **_source(event, block_time),
+    )
+    store.add("dispute", event.dispute_id, dispute)
+    submission.status = SubmissionStatus.DISPUTED
+    submission.dispute_count += 1
+    store.touch("submission", event.submission_id)
+    undo.append({"kind": "dispute", "id": event.dispute_id, "before": None})
+    return Applied(
+        [Message(MessageType.DISPUTE_CREATED, store.json("dispute", event.dispute_id), event.log.block_number)],
+        undo,
+    )
+
+
+def apply_dispute_resolved(store: RecordStore, event: DisputeResolved, block_time: datetime) -> Applied:
+    undo = [_before(store, "dispute", event.dispute_id), _before(store, "submission", event.submission_id)]
+    dispute: Dispute = store.get("dispute", event.dispute_id)
+    submission: Submission = store.get("submission", event.submission_id)
+    dispute.status = DisputeStatus.UPHELD if event.upheld else DisputeStatus.REJECTED
+    status = SUBMISSION_STATUS_BY_ENUM.get(event.submission_status)
+    if status is None:
+        raise InconsistentChain(f"DisputeResolved carries unknown submission status {event.submission_status}")
+    submission.status = status
+    store.touch("dispute", event.dispute_id)
+    store.touch("submission", event.submission_id)
+    return Applied(
+        [Message(MessageType.DISPUTE_RESOLVED, store.json("dispute", event.dispute_id), event.log.block_number)],
+        undo,
+    )
+
+
+def apply_dispute_cancelled(store: RecordStore, event: DisputeCancelled, block_time: datetime) -> Applied:
+    undo = [_before(store, "dispute", event.dispute_id)]
+    dispute: Dispute = store.get("dispute", event.dispute_id)
+    dispute.status = DisputeStatus.CANCELLED
+    store.touch("dispute", event.dispute_id)
+    return Applied(
+        [Message(MessageType.DISPUTE_CANCELLED, store.json("dispute", event.dispute_id), event.log.block_number)],
+        undo,
+    )
+
+
+def apply_bounty_finalized(store: RecordStore, event: BountyFinalized, block_time: datetime) -> Applied:
+    undo = [_before(store, "bounty", event.bounty_id), _before(store, "submission", event.submission_id)]
+    bounty: Bounty = store.get("bounty", event.bounty_id)
+    submission: Submission = store.get("submission", event.submission_id)
+    bounty.status = BountyStatus.RESOLVED
+    submission.status = SubmissionStatus.ACCEPTED
+    store.touch("bounty", event.bounty_id)
+    store.touch("submission", event.submission_id)
+    return Applied(
+        [Message(MessageType.BOUNTY_FINALIZED, store.json("bounty", event.bounty_id), event.log.block_number)],
+        undo,
+    )
+
+
+def apply_bounty_refunded(store: RecordStore, event: BountyRefunded, block_time: datetime) -> Applied:
+    undo = [_before(store, "bounty", event.bounty_id)]
+    bounty: Bounty = store.get("bounty", event.bounty_id)
+    bounty.status = BountyStatus.REFUNDED
+    store.touch("bounty", event.bounty_id)
+    return Applied(
+        [Message(MessageType.BOUNTY_REFUNDED, store.json("bounty", event.bounty_id), event.log.block_number)],
+        undo,
+    )
+
+
+def apply_submission_refunded(store: RecordStore, event: SubmissionRefunded, block_time: datetime) -> Applied:
+    undo = [_before(store, "submission", event.submission_id)]
+    submission: Submission = store.get("submission", event.submission_id)
+    submission.status = SubmissionStatus.REFUNDED
+    store.touch("submission", event.submission_id)
+    return Applied(
+        [Message(MessageType.SUBMISSION_REFUNDED, store.json("submission", event.submission_id),
+                 event.log.block_number)],
+        undo,
+    )
+
+
+def apply_event(store: RecordStore, event: RecordEvent, block_time: datetime) -> Applied:
+    """Applies one decoded event to the store."""
+    match event:
+        case BountyCreated():
+            return apply_bounty_created(store, event, block_time)
+        case SubmissionCreated():
+            return apply_submission_created(store, event, block_time)
+        case DisputeCreated():
+            return apply_dispute_created(store, event, block_time)
+        case DisputeResolved():
+            return apply_dispute_resolved(store, event, block_time)
+        case DisputeCancelled():
+            return apply_dispute_cancelled(store, event, block_time)
+        case BountyFinalized():
+            return apply_bounty_finalized(store, event, block_time)
+        case BountyRefunded():
+            return apply_bounty_refunded(store, event, block_time)
+        case SubmissionRefunded():
+            return apply_submission_refunded(store, event, block_time)
+
+
+# Message type that re-announces a record in its current state after a rollback.
+_RESTATE_TYPE: dict[Kind, dict[str, MessageType]] = {
+    "bounty": {
+        BountyStatus.OPEN: MessageType.BOUNTY_CREATED,
+        BountyStatus.RESOLVED: MessageType.BOUNTY_FINALIZED,
+        BountyStatus.REFUNDED: MessageType.BOUNTY_REFUNDED,
+    },
+    "submission": {status: MessageType.SUBMISSION_CREATED for status in SubmissionStatus}
+    | {SubmissionStatus.REFUNDED: MessageType.SUBMISSION_REFUNDED},
+    "dispute": {
+        DisputeStatus.PENDING_HUMAN_REVIEW: MessageType.DISPUTE_CREATED,
+        DisputeStatus.UPHELD: MessageType.DISPUTE_RESOLVED,
+        DisputeStatus.REJECTED: MessageType.DISPUTE_RESOLVED,
+        DisputeStatus.CANCELLED: MessageType.DISPUTE_CANCELLED,
+    },
+}
+REMOVED_TYPE: dict[Kind, MessageType] = {
+    "bounty": MessageType.BOUNTY_REMOVED,
+    "submission": MessageType.SUBMISSION_REMOVED,
+    "dispute": MessageType.DISPUTE_REMOVED,
+}
+
+
+def undo_entries(store: RecordStore, entries: list[UndoEntry], block_number: int) -> list[Message]:
+    """Reverts the given undo entries (newest first) and returns the corrective messages:
+    each surviving record re-announced in its restored state, each removed record as
+    `<kind>.removed` with its last payload."""
+    removed: dict[tuple[Kind, int], JsonRecord] = {}
+    restored: list[tuple[Kind, int]] = []
+    for entry in entries:
+        kind: Kind = entry["kind"]
+        key = int(entry["id"])
+        store.load_keys(kind, [key])
+        if entry["before"] is None:
+            removed[(kind, key)] = store.json(kind, key)
+            store.remove(kind, key)
+            continue
+        record = store.get(kind, key)
+        for name, value in entry["before"].items():
+            setattr(record, name, value)
+        store.touch(kind, key)
+        restored.append((kind, key))
+    messages: list[Message] = []
+    seen: set[tuple[Kind, int]] = set()
+    for kind, key in restored:
+        if (kind, key) in seen or (kind, key) in removed:
+            continue
+        seen.add((kind, key))
+        record = store.get(kind, key)
+        messages.append(Message(_RESTATE_TYPE[kind][record.status], store.json(kind, key), block_number))
+    messages.extend(Message(REMOVED_TYPE[kind], payload, block_number) for (kind, _), payload in removed.items())
+    return messages

@@ -1,0 +1,104 @@
+"""The JSON representation of records (decisions.md section 2), the same everywhere.
+
+REST rows, single records, overviews and websocket payloads all come from these functions, so
+a record has one JSON shape: integer IDs and counters as numbers, amounts as exact decimal
+strings, addresses EIP-55 checksummed, hashes lowercase, times RFC 3339 UTC with `Z`.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from functools import lru_cache
+from typing import Any
+
+from Crypto.Hash import keccak
+
+from records.models import Bounty, Dispute, Submission
+
+JsonRecord = dict[str, Any]
+
+
+@lru_cache(maxsize=65_536)
+def checksum_address(address: str) -> str:
+    """EIP-55 mixed-case form of a 0x-prefixed hex address."""
+    lowered = address.lower().removeprefix("0x")
+    digest = keccak.new(digest_bits=256, data=lowered.encode("ascii")).hexdigest()
+    return "0x" + "".join(c.upper() if int(h, 16) >= 8 else c for c, h in zip(lowered, digest[:40], strict=True))
+
+
+def rfc3339(moment: datetime) -> str:
+    """`2026-01-01T00:00:00Z` (microseconds only when present)."""
+    utc = moment.astimezone(UTC)
+    text = utc.strftime("%Y-%m-%dT%H:%M:%S")
+    if utc.microsecond:
+        text += f".{utc.microsecond:06d}"
+    return text + "Z"
+
+
+def _deployment_fields(contract_address: str, chain_id: int) -> JsonRecord:
+    return {"chain_id": chain_id, "contract_address": checksum_address(contract_address)}
+
+
+def _source_fields(record: Bounty | Submission | Dispute) -> JsonRecord:
+    return {
+        "metadata_uri": record.metadata_uri,
+        "metadata_hash": record.metadata_hash,
+        "tx_hash": record.tx_hash,
+        "block_number": record.block_number,
+        "log_index": record.log_index,
+        "created_at": rfc3339(record.created_at),
+    }
+
+
+def bounty_json(bounty: Bounty, *, chain_id: int, contract_address: str, with_count: bool = False) -> JsonRecord:
+    data: JsonRecord = {
+        "id": bounty.bounty_id,
+        **_deployment_fields(contract_address, chain_id),
+        "prompt": bounty.prompt,
+        "bounty_amount": str(bounty.bounty_amount),
+        "fee_amount": str(bounty.fee_amount),
+        "bond_amount": str(bounty.bond_amount),
+        "duration": bounty.duration,
+        "status": bounty.status,
+        "poster": checksum_address(bounty.poster),
+        "deadline": rfc3339(bounty.deadline),
+        "challenge_window": bounty.challenge_window,
+        **_source_fields(bounty),
+    }
+    if with_count:
+        data["submission_count"] = bounty.submission_count
+    return data
+
+
+def submission_json(
+    submission: Submission, *, chain_id: int, contract_address: str, with_count: bool = False
+) -> JsonRecord:
+    data: JsonRecord = {
+        "id": submission.submission_id,
+        **_deployment_fields(contract_address, chain_id),
+        "bounty_id": submission.bounty_id,
+        "tile_id": checksum_address(submission.tile_id),
+        "content": submission.content,
+        "bond_amount": str(submission.bond_amount),
+        "review_deadline": rfc3339(submission.review_deadline),
+        "status": submission.status,
+        "claimant": checksum_address(submission.claimant),
+        **_source_fields(submission),
+    }
+    if with_count:
+        data["dispute_count"] = submission.dispute_count
+    return data
+
+
+def dispute_json(dispute: Dispute, *, chain_id: int, contract_address: str) -> JsonRecord:
+    return {
+        "id": dispute.dispute_id,
+        **_deployment_fields(contract_address, chain_id),
+        "bounty_id": dispute.bounty_id,
+        "submission_id": dispute.submission_id,
+        "challenger_id": checksum_address(dispute.challenger_id),
+        "reason": dispute.reason,
+        "bond_amount": str(dispute.bond_amount),
+        "status": dispute.status,
+        **_source_fields(dispute),
+    }
