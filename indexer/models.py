@@ -28,8 +28,13 @@ class MessageType(models.TextChoices):
     BOUNTY_FINALIZED = "bounty.finalized"
     BOUNTY_REFUNDED = "bounty.refunded"
     SUBMISSION_REFUNDED = "submission.refunded"
-    # Not in the spec's list: sent only after a reorganisation orphaned the block that created
-    # the record, so that a live consumer drops it.
+    # Beyond the spec's eight, so that a live consumer holding every record stays right:
+    # `<kind>.updated` carries a record changed as a side effect (a dispute makes its submission
+    # `disputed`, a resolution or finalize changes the submission) or restored by a
+    # reorganisation; `<kind>.removed` a record whose creating block was orphaned.
+    BOUNTY_UPDATED = "bounty.updated"
+    SUBMISSION_UPDATED = "submission.updated"
+    DISPUTE_UPDATED = "dispute.updated"
     BOUNTY_REMOVED = "bounty.removed"
     SUBMISSION_REMOVED = "submission.removed"
     DISPUTE_REMOVED = "dispute.removed"

@@ -199,6 +199,11 @@ def _before(store: RecordStore, kind: Kind, key: int) -> UndoEntry:
     return {"kind": kind, "id": key, "before": {f: getattr(record, f) for f in MUTABLE_FIELDS[kind]}}
 
 
+def _updated(store: RecordStore, kind: Kind, key: int, event: RecordEvent) -> Message:
+    """The side-effect message for a related record the event changed."""
+    return Message(UPDATED_TYPE[kind], store.json(kind, key), event.log.block_number)
+
+
 def _source(event: RecordEvent, block_time: datetime) -> dict[str, Any]:
     return {
         "tx_hash": event.log.tx_hash,
@@ -284,7 +289,8 @@ def apply_dispute_created(store: RecordStore, event: DisputeCreated, block_time:
     store.touch("submission", event.submission_id)
     undo.append({"kind": "dispute", "id": event.dispute_id, "before": None})
     return Applied(
-        [Message(MessageType.DISPUTE_CREATED, store.json("dispute", event.dispute_id), event.log.block_number)],
+        [Message(MessageType.DISPUTE_CREATED, store.json("dispute", event.dispute_id), event.log.block_number),
+         _updated(store, "submission", event.submission_id, event)],
         undo,
     )
 
@@ -301,7 +307,8 @@ def apply_dispute_resolved(store: RecordStore, event: DisputeResolved, block_tim
     store.touch("dispute", event.dispute_id)
     store.touch("submission", event.submission_id)
     return Applied(
-        [Message(MessageType.DISPUTE_RESOLVED, store.json("dispute", event.dispute_id), event.log.block_number)],
+        [Message(MessageType.DISPUTE_RESOLVED, store.json("dispute", event.dispute_id), event.log.block_number),
+         _updated(store, "submission", event.submission_id, event)],
         undo,
     )
 
@@ -326,7 +333,8 @@ def apply_bounty_finalized(store: RecordStore, event: BountyFinalized, block_tim
     store.touch("bounty", event.bounty_id)
     store.touch("submission", event.submission_id)
     return Applied(
-        [Message(MessageType.BOUNTY_FINALIZED, store.json("bounty", event.bounty_id), event.log.block_number)],
+        [Message(MessageType.BOUNTY_FINALIZED, store.json("bounty", event.bounty_id), event.log.block_number),
+         _updated(store, "submission", event.submission_id, event)],
         undo,
     )
 
@@ -375,21 +383,10 @@ def apply_event(store: RecordStore, event: RecordEvent, block_time: datetime) ->
             return apply_submission_refunded(store, event, block_time)
 
 
-# Message type that re-announces a record in its current state after a rollback.
-_RESTATE_TYPE: dict[Kind, dict[str, MessageType]] = {
-    "bounty": {
-        BountyStatus.OPEN: MessageType.BOUNTY_CREATED,
-        BountyStatus.RESOLVED: MessageType.BOUNTY_FINALIZED,
-        BountyStatus.REFUNDED: MessageType.BOUNTY_REFUNDED,
-    },
-    "submission": {status: MessageType.SUBMISSION_CREATED for status in SubmissionStatus}
-    | {SubmissionStatus.REFUNDED: MessageType.SUBMISSION_REFUNDED},
-    "dispute": {
-        DisputeStatus.PENDING_HUMAN_REVIEW: MessageType.DISPUTE_CREATED,
-        DisputeStatus.UPHELD: MessageType.DISPUTE_RESOLVED,
-        DisputeStatus.REJECTED: MessageType.DISPUTE_RESOLVED,
-        DisputeStatus.CANCELLED: MessageType.DISPUTE_CANCELLED,
-    },
+UPDATED_TYPE: dict[Kind, MessageType] = {
+    "bounty": MessageType.BOUNTY_UPDATED,
+    "submission": MessageType.SUBMISSION_UPDATED,
+    "dispute": MessageType.DISPUTE_UPDATED,
 }
 REMOVED_TYPE: dict[Kind, MessageType] = {
     "bounty": MessageType.BOUNTY_REMOVED,
@@ -400,8 +397,8 @@ REMOVED_TYPE: dict[Kind, MessageType] = {
 
 def undo_entries(store: RecordStore, entries: list[UndoEntry], block_number: int) -> list[Message]:
     """Reverts the given undo entries (newest first) and returns the corrective messages:
-    each surviving record re-announced in its restored state, each removed record as
-    `<kind>.removed` with its last payload."""
+    `<kind>.updated` with each surviving record in its restored state, `<kind>.removed` with the
+    last payload of each removed record."""
     removed: dict[tuple[Kind, int], JsonRecord] = {}
     restored: list[tuple[Kind, int]] = []
     for entry in entries:
@@ -423,7 +420,6 @@ def undo_entries(store: RecordStore, entries: list[UndoEntry], block_number: int
         if (kind, key) in seen or (kind, key) in removed:
             continue
         seen.add((kind, key))
-        record = store.get(kind, key)
-        messages.append(Message(_RESTATE_TYPE[kind][record.status], store.json(kind, key), block_number))
+        messages.append(Message(UPDATED_TYPE[kind], store.json(kind, key), block_number))
     messages.extend(Message(REMOVED_TYPE[kind], payload, block_number) for (kind, _), payload in removed.items())
     return messages

@@ -1,0 +1,149 @@
+"""Reorganisations during follow: the mirror and a live consumer of the change log end on the new chain."""
+
+from __future__ import annotations
+
+import pytest
+
+from indexer.models import ChangeLogEntry, IndexedBlock
+from indexer.sync import Indexer, ReorgTooDeep
+from records.models import Bounty, Dispute, Submission
+from tests.chain import USDC, Chain
+from tests.indexer.conftest import config_for, index_to_head
+from tests.indexer.mirror import assert_live_consumer_is_current, assert_mirror_equals_chain
+
+HASH = b"\x11" * 32
+
+
+def _snapshot(chain: Chain) -> str:
+    return str(chain.w3.provider.make_request("evm_snapshot", [])["result"])  # type: ignore[arg-type]
+
+
+def _revert(chain: Chain, snapshot: str) -> None:
+    assert chain.w3.provider.make_request("evm_revert", [snapshot])["result"] is True  # type: ignore[arg-type]
+
+
+def _fund(chain: Chain) -> None:
+    for index in (1, 2, 3):
+        chain.send(chain.usdc.functions.approve(chain.board.address, 2**256 - 1), chain.account(index))
+
+
+def _bounty(chain: Chain, uri: str = "ipfs://bounty", reward: int = 100 * USDC) -> None:
+    chain.send(chain.board.functions.createBounty(uri, HASH, reward, 86_400), chain.account(1))
+
+
+def assert_consistent(chain: Chain, indexer: Indexer) -> None:
+    assert indexer.deployment is not None
+    assert_mirror_equals_chain(chain.board, indexer.deployment)
+    assert_live_consumer_is_current(indexer.deployment)
+
+
+@pytest.mark.parametrize("depth", [1, 2, 3, 5, 10])
+def test_a_reorg_of_depth_n_leaves_the_mirror_equal_to_the_new_chain(chain: Chain, indexer: Indexer,
+                                                                      depth: int) -> None:
+    _fund(chain)
+    _bounty(chain, "ipfs://kept")
+    index_to_head(indexer)
+    fork = _snapshot(chain)
+    for n in range(depth):
+        _bounty(chain, f"ipfs://orphaned-{n}")
+    index_to_head(indexer)
+    assert Bounty.objects.count() == 1 + depth
+
+    _revert(chain, fork)
+    for n in range(depth + 1):
+        _bounty(chain, f"ipfs://new-branch-{n}", reward=(n + 7) * USDC)
+    index_to_head(indexer)
+
+    assert_consistent(chain, indexer)
+    assert sorted(Bounty.objects.values_list("prompt", flat=True)) == sorted(
+        ["ipfs://kept", *(f"ipfs://new-branch-{n}" for n in range(depth + 1))]
+    )
+
+
+def test_a_reorg_removes_a_bounty_with_its_submissions_and_disputes(chain: Chain, indexer: Indexer) -> None:
+    _fund(chain)
+    fork = _snapshot(chain)
+    _bounty(chain, "ipfs://doomed")
+    chain.send(chain.board.functions.submit(1, "ipfs://work", HASH), chain.account(2))
+    chain.send(chain.board.functions.dispute(1, "ipfs://objection", HASH), chain.account(3))
+    index_to_head(indexer)
+    assert (Bounty.objects.count(), Submission.objects.count(), Dispute.objects.count()) == (1, 1, 1)
+
+    _revert(chain, fork)
+    _bounty(chain, "ipfs://replacement")
+    chain.mine()
+    chain.mine()
+    chain.mine()
+    index_to_head(indexer)
+
+    assert_consistent(chain, indexer)
+    assert list(Bounty.objects.values_list("prompt", "submission_count")) == [("ipfs://replacement", 0)]
+    assert not Submission.objects.exists() and not Dispute.objects.exists()
+    removed = list(ChangeLogEntry.objects.filter(type__endswith=".removed").values_list("type", flat=True))
+    assert sorted(removed) == ["bounty.removed", "dispute.removed", "submission.removed"]
+
+
+def test_a_reorg_undoes_state_changes_of_orphaned_blocks(chain: Chain, indexer: Indexer) -> None:
+    _fund(chain)
+    _bounty(chain)
+    chain.send(chain.board.functions.submit(1, "ipfs://work", HASH), chain.account(2))
+    chain.send(chain.board.functions.dispute(1, "ipfs://objection", HASH), chain.account(3))
+    index_to_head(indexer)
+    fork = _snapshot(chain)
+    chain.send(chain.board.functions.resolveDispute(1, True), chain.account(0))
+    index_to_head(indexer)
+    assert Dispute.objects.get().status == "upheld"
+    assert Submission.objects.get().status == "rejected"
+
+    _revert(chain, fork)
+    chain.send(chain.board.functions.resolveDispute(1, False), chain.account(0))
+    chain.mine()
+    index_to_head(indexer)
+
+    assert_consistent(chain, indexer)
+    assert Dispute.objects.get().status == "rejected"
+    assert Submission.objects.get().status == "submitted"
+
+
+def test_a_reorg_back_to_before_anything_was_indexed_empties_the_mirror(chain: Chain, indexer: Indexer) -> None:
+    fork = _snapshot(chain)
+    _fund(chain)
+    _bounty(chain)
+    index_to_head(indexer)
+    _revert(chain, fork)
+    for _ in range(6):
+        chain.mine()
+    index_to_head(indexer)
+    assert_consistent(chain, indexer)
+    assert not Bounty.objects.exists()
+
+
+def test_a_reorg_deeper_than_the_kept_hashes_stops_the_indexer(chain: Chain, db: None) -> None:
+    indexer = Indexer(config_for(chain, kept_blocks=2))
+    indexer.check_node()
+    indexer.ensure_deployment()
+    _fund(chain)
+    fork = _snapshot(chain)
+    for n in range(6):
+        _bounty(chain, f"ipfs://{n}")
+        index_to_head(indexer)
+    _revert(chain, fork)
+    for _ in range(8):
+        chain.mine()
+    with pytest.raises(ReorgTooDeep, match="re-index this deployment"):
+        index_to_head(indexer)
+    assert Bounty.objects.count() == 6, "nothing is half rolled back"
+
+
+def test_only_blocks_past_the_confirmations_are_indexed(chain: Chain, db: None) -> None:
+    indexer = Indexer(config_for(chain, confirmations=3))
+    indexer.ensure_deployment()
+    _fund(chain)
+    _bounty(chain)
+    index_to_head(indexer)
+    assert not Bounty.objects.exists()
+    for _ in range(3):
+        chain.mine()
+    index_to_head(indexer)
+    assert Bounty.objects.count() == 1
+    assert IndexedBlock.objects.order_by("-number").first().number == chain.w3.eth.block_number - 3  # type: ignore[union-attr]
