@@ -98,6 +98,8 @@ _database: dict[str, Any] = dict(dj_database_url.parse(DATABASE_URL, conn_health
 if _database["ENGINE"] == "django.db.backends.sqlite3":
     if _database["NAME"] != ":memory:":
         Path(_database["NAME"]).parent.mkdir(parents=True, exist_ok=True)
+        # A file, not memory, for tests too: the tests run the indexer and servers as processes.
+        _database["TEST"] = {"NAME": str(Path(_database["NAME"]).with_name("test-" + Path(_database["NAME"]).name))}
     # The indexer and the web server are separate processes writing and reading one file:
     # WAL lets readers run beside the writer, IMMEDIATE takes the write lock up front so a
     # transaction never fails half-way on a lock upgrade, and the timeout waits for the lock.
@@ -129,6 +131,7 @@ BOUNTY_USDC_ADDRESS = env_address("BOUNTY_USDC_ADDRESS")
 BOUNTY_RPC_URL = env_url("BOUNTY_RPC_URL", None, schemes=("http", "https", "ws", "wss"))
 BOUNTY_START_BLOCK = env_int("BOUNTY_START_BLOCK", 0, minimum=0)
 BOUNTY_CONFIRMATIONS = env_int("BOUNTY_CONFIRMATIONS", 12, minimum=0, maximum=10_000)
+BOUNTY_GETLOGS_MAX_BLOCKS = env_int("BOUNTY_GETLOGS_MAX_BLOCKS", 50_000, minimum=1) or 50_000
 BOUNTY_INDEXER_POLL_SECONDS = (env_int("BOUNTY_INDEXER_POLL_MS", 2_000, minimum=50, maximum=600_000) or 2_000) / 1000
 
 # ---------------------------------------------------------------- i18n, static

@@ -66,6 +66,8 @@ class IndexerConfig:
             start_block=settings.BOUNTY_START_BLOCK,
             confirmations=settings.BOUNTY_CONFIRMATIONS,
             poll_interval=settings.BOUNTY_INDEXER_POLL_SECONDS,
+            initial_span=min(2_000, settings.BOUNTY_GETLOGS_MAX_BLOCKS),
+            max_span=settings.BOUNTY_GETLOGS_MAX_BLOCKS,
         )
 
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import pytest
+from django.db import connection
 
 from indexer.sync import Indexer, IndexerConfig
 from tests.chain import Chain
@@ -38,3 +40,24 @@ def indexer(chain: Chain, db: None) -> Indexer:
     instance.check_node()
     instance.ensure_deployment()
     return instance
+
+
+def process_env(chain: Chain, **extra: str) -> dict[str, str]:
+    """Environment for a `manage.py` process that shares this test's database and chain."""
+    settings = connection.settings_dict
+    if connection.vendor == "sqlite":
+        url = f"sqlite:///{settings['NAME']}"
+    else:
+        url = f"postgres://{settings['USER']}@{settings['HOST']}:{settings['PORT']}/{settings['NAME']}"
+    return {
+        **os.environ,
+        "DATABASE_URL": url,
+        "BOUNTY_RPC_URL": chain.deployment.rpc_url,
+        "BOUNTY_CHAIN_ID": str(chain.deployment.chain_id),
+        "BOUNTY_CONTRACT_ADDRESS": chain.deployment.contract_address,
+        "BOUNTY_USDC_ADDRESS": chain.deployment.usdc_address,
+        "BOUNTY_START_BLOCK": str(chain.deployment.start_block),
+        "BOUNTY_CONFIRMATIONS": "0",
+        "BOUNTY_INDEXER_POLL_MS": "50",
+        **extra,
+    }

@@ -1,0 +1,109 @@
+"""`manage.py run_indexer` as operators run it: a process that refuses bad configuration, follows
+the chain, stops cleanly on SIGTERM, and never writes beside another indexer of the deployment."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from indexer.models import SyncState
+from records.models import Bounty
+from tests.chain import USDC, Chain
+from tests.indexer.conftest import process_env
+
+PROJECT_DIR = Path(__file__).resolve().parent.parent.parent
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def start(env: dict[str, str]) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "manage.py", "run_indexer"], cwd=PROJECT_DIR, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def run(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "manage.py", "run_indexer"], cwd=PROJECT_DIR, env=env,
+                          capture_output=True, text=True, timeout=60)
+
+
+def wait_until(condition: Callable[[], bool], timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.05)
+    raise AssertionError("condition not reached in time")
+
+
+def create_bounty(chain: Chain, uri: str) -> None:
+    chain.send(chain.usdc.functions.approve(chain.board.address, 2**256 - 1), chain.account(1))
+    chain.send(chain.board.functions.createBounty(uri, b"\x01" * 32, 10 * USDC, 3600), chain.account(1))
+
+
+def test_it_refuses_a_node_on_another_chain(chain: Chain) -> None:
+    result = run(process_env(chain, BOUNTY_CHAIN_ID="1"))
+    assert result.returncode == 1
+    assert "is on chain 91342, but BOUNTY_CHAIN_ID is 1" in result.stderr
+
+
+@pytest.mark.parametrize("missing", ["BOUNTY_RPC_URL", "BOUNTY_CONTRACT_ADDRESS"])
+def test_it_names_missing_configuration(chain: Chain, missing: str) -> None:
+    env = process_env(chain)
+    del env[missing]
+    result = run(env)
+    assert result.returncode == 1
+    assert f"missing configuration: {missing}" in result.stderr
+
+
+def test_it_refuses_an_address_without_a_contract(chain: Chain) -> None:
+    result = run(process_env(chain, BOUNTY_CONTRACT_ADDRESS="0x" + "12" * 20))
+    assert result.returncode == 1
+    assert "no contract at BOUNTY_CONTRACT_ADDRESS" in result.stderr
+
+
+def test_it_follows_the_chain_and_stops_cleanly_on_sigterm(chain: Chain) -> None:
+    process = start(process_env(chain))
+    try:
+        create_bounty(chain, "ipfs://first")
+        wait_until(lambda: Bounty.objects.filter(prompt="ipfs://first").exists())
+        create_bounty(chain, "ipfs://second")
+        wait_until(lambda: Bounty.objects.filter(prompt="ipfs://second").exists())
+        state = SyncState.objects.get()
+        assert state.last_indexed_block == chain.w3.eth.block_number
+        assert state.last_heartbeat is not None
+    finally:
+        process.send_signal(signal.SIGTERM)
+        output, _ = process.communicate(timeout=30)
+    assert process.returncode == 0, output
+    assert "indexer stopped" in output
+    assert "applied blocks" in output
+
+
+def test_a_second_indexer_of_the_deployment_waits_for_the_first(chain: Chain) -> None:
+    first = start(process_env(chain))
+    create_bounty(chain, "ipfs://one")
+    wait_until(lambda: Bounty.objects.exists())
+    second = start(process_env(chain))
+    try:
+        assert second.stdout is not None
+        line = ""
+        deadline = time.monotonic() + 30
+        while "another indexer holds" not in line and time.monotonic() < deadline:
+            line = second.stdout.readline()
+        assert "another indexer holds" in line
+        first.send_signal(signal.SIGTERM)
+        first.communicate(timeout=30)
+        create_bounty(chain, "ipfs://two")
+        wait_until(lambda: Bounty.objects.filter(prompt="ipfs://two").exists())
+    finally:
+        for process in (first, second):
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+                process.communicate(timeout=30)
+    assert second.returncode == 0
+    assert Bounty.objects.count() == 2
