@@ -1,0 +1,49 @@
+"""The indexer's health as `/health` reports it (decisions.md section 9)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import TypedDict
+
+from django.conf import settings
+from django.utils import timezone
+
+from indexer.models import SyncState
+from records.models import Deployment
+
+
+class IndexerHealth(TypedDict):
+    enabled: bool
+    running: bool
+    synced: bool
+    last_indexed_block: int | None
+    head_block: int | None
+    lag_blocks: int | None
+    confirmations: int
+    last_heartbeat: datetime | None
+
+
+def indexer_health(deployment: Deployment | None, *, now: datetime | None = None) -> IndexerHealth:
+    """Flags for the deployment's indexer.
+
+    `enabled`: an RPC URL is configured. `running`: a heartbeat within
+    BOUNTY_HEALTH_HEARTBEAT_SECONDS. `synced`: the last indexed block is within
+    BOUNTY_HEALTH_MAX_LAG_BLOCKS of the safe head (head minus confirmations)."""
+    confirmations: int = settings.BOUNTY_CONFIRMATIONS
+    state = SyncState.objects.filter(deployment=deployment).first() if deployment is not None else None
+    heartbeat = state.last_heartbeat if state else None
+    head = state.head_block if state else None
+    last = state.last_indexed_block if state else None
+    lag = None if head is None else max(0, head - confirmations - (last if last is not None else -1))
+    now = now or timezone.now()
+    running = heartbeat is not None and now - heartbeat <= timedelta(seconds=settings.BOUNTY_HEALTH_HEARTBEAT_SECONDS)
+    return IndexerHealth(
+        enabled=bool(settings.BOUNTY_RPC_URL),
+        running=running,
+        synced=running and lag is not None and lag <= settings.BOUNTY_HEALTH_MAX_LAG_BLOCKS,
+        last_indexed_block=last,
+        head_block=head,
+        lag_blocks=lag,
+        confirmations=confirmations,
+        last_heartbeat=heartbeat,
+    )

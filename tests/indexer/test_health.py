@@ -1,0 +1,52 @@
+"""The indexer's health data: heartbeat, progress, lag and the running/synced flags."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.test import override_settings
+from django.utils import timezone
+
+from indexer.health import indexer_health
+from indexer.models import SyncState
+from tests.factories import make_deployment
+
+pytestmark = pytest.mark.django_db
+
+
+@override_settings(BOUNTY_CONFIRMATIONS=2, BOUNTY_RPC_URL="http://127.0.0.1:8545")
+def test_a_recent_heartbeat_within_the_lag_threshold_is_running_and_synced() -> None:
+    deployment = make_deployment()
+    now = timezone.now()
+    SyncState.objects.create(deployment=deployment, last_indexed_block=98, head_block=100, last_heartbeat=now)
+    health = indexer_health(deployment, now=now + timedelta(seconds=5))
+    assert health == {
+        "enabled": True, "running": True, "synced": True, "last_indexed_block": 98, "head_block": 100,
+        "lag_blocks": 0, "confirmations": 2, "last_heartbeat": now,
+    }
+
+
+@override_settings(BOUNTY_CONFIRMATIONS=0, BOUNTY_HEALTH_MAX_LAG_BLOCKS=10)
+def test_lag_beyond_the_threshold_is_not_synced() -> None:
+    deployment = make_deployment()
+    now = timezone.now()
+    SyncState.objects.create(deployment=deployment, last_indexed_block=50, head_block=100, last_heartbeat=now)
+    health = indexer_health(deployment, now=now)
+    assert (health["running"], health["synced"], health["lag_blocks"]) == (True, False, 50)
+
+
+@override_settings(BOUNTY_HEALTH_HEARTBEAT_SECONDS=60)
+def test_a_stale_heartbeat_is_not_running() -> None:
+    deployment = make_deployment()
+    then = timezone.now() - timedelta(seconds=61)
+    SyncState.objects.create(deployment=deployment, last_indexed_block=100, head_block=100, last_heartbeat=then)
+    health = indexer_health(deployment)
+    assert (health["running"], health["synced"]) == (False, False)
+
+
+@override_settings(BOUNTY_RPC_URL=None)
+def test_without_an_indexer_every_flag_is_off() -> None:
+    health = indexer_health(None)
+    assert health["enabled"] is False and health["running"] is False and health["synced"] is False
+    assert health["last_indexed_block"] is None and health["lag_blocks"] is None
