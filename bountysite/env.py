@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
+from typing import overload
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -49,6 +50,20 @@ def env_bool(name: str, default: bool, *, environ: Mapping[str, str] | None = No
     if lowered in _FALSE:
         return False
     raise ImproperlyConfigured(f"{name} must be a boolean (1/0, true/false, yes/no, on/off), got {value!r}")
+
+
+@overload
+def env_int(
+    name: str, default: int, *, minimum: int | None = None, maximum: int | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> int: ...
+
+
+@overload
+def env_int(
+    name: str, default: None, *, minimum: int | None = None, maximum: int | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> int | None: ...
 
 
 def env_int(

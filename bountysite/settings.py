@@ -128,13 +128,13 @@ else:
 BOUNTY_CHAIN_ID = env_int("BOUNTY_CHAIN_ID", 91342, minimum=1)
 BOUNTY_CONTRACT_ADDRESS = env_address("BOUNTY_CONTRACT_ADDRESS")
 BOUNTY_USDC_ADDRESS = env_address("BOUNTY_USDC_ADDRESS")
-BOUNTY_RPC_URL = env_url("BOUNTY_RPC_URL", None, schemes=("http", "https", "ws", "wss"))
+BOUNTY_RPC_URL = env_url("BOUNTY_RPC_URL", None, schemes=("http", "https"))
 BOUNTY_START_BLOCK = env_int("BOUNTY_START_BLOCK", 0, minimum=0)
 BOUNTY_CONFIRMATIONS = env_int("BOUNTY_CONFIRMATIONS", 12, minimum=0, maximum=10_000)
-BOUNTY_HEALTH_HEARTBEAT_SECONDS = env_int("BOUNTY_HEALTH_HEARTBEAT_SECONDS", 60, minimum=1) or 60
-BOUNTY_HEALTH_MAX_LAG_BLOCKS = env_int("BOUNTY_HEALTH_MAX_LAG_BLOCKS", 10, minimum=0) or 0
-BOUNTY_GETLOGS_MAX_BLOCKS = env_int("BOUNTY_GETLOGS_MAX_BLOCKS", 50_000, minimum=1) or 50_000
-BOUNTY_INDEXER_POLL_SECONDS = (env_int("BOUNTY_INDEXER_POLL_MS", 2_000, minimum=50, maximum=600_000) or 2_000) / 1000
+BOUNTY_HEALTH_HEARTBEAT_SECONDS = env_int("BOUNTY_HEALTH_HEARTBEAT_SECONDS", 60, minimum=1)
+BOUNTY_HEALTH_MAX_LAG_BLOCKS = env_int("BOUNTY_HEALTH_MAX_LAG_BLOCKS", 10, minimum=0)
+BOUNTY_GETLOGS_MAX_BLOCKS = env_int("BOUNTY_GETLOGS_MAX_BLOCKS", 50_000, minimum=1)
+BOUNTY_INDEXER_POLL_SECONDS = env_int("BOUNTY_INDEXER_POLL_MS", 2_000, minimum=50, maximum=600_000) / 1000
 
 # ---------------------------------------------------------------- i18n, static
 
@@ -171,5 +171,9 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
-    "loggers": {"django.db.backends": {"level": "INFO"}, "httpx": {"level": "WARNING"}, "httpcore": {"level": "WARNING"}},
+    "loggers": {
+        "django.db.backends": {"level": "INFO"},
+        "httpx": {"level": "WARNING"},
+        "httpcore": {"level": "WARNING"},
+    },
 }

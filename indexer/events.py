@@ -14,7 +14,7 @@ from typing import Any
 
 from eth_abi.abi import decode as abi_decode
 from eth_abi.exceptions import DecodingError
-from eth_utils import keccak
+from eth_utils.crypto import keccak
 
 from contracts.artifacts import load_artifact
 

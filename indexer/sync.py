@@ -24,7 +24,7 @@ from django.utils import timezone
 from indexer.events import RECORD_EVENT_TOPICS, RecordEvent, UndecodableLog, decode_log
 from indexer.locks import deployment_lock
 from indexer.models import AppliedLog, ChangeLogEntry, IndexedBlock, SyncState
-from indexer.rpc import RangeTooLarge, RpcClient, RpcError
+from indexer.rpc import RangeTooLarge, RpcClient
 from indexer.transitions import Message, RecordStore, apply_event, chain_time, undo_entries
 from records.models import Deployment
 
@@ -44,7 +44,7 @@ class IndexerConfig:
     rpc_url: str
     chain_id: int
     contract_address: str
-    usdc_address: str | None
+    usdc_address: str
     start_block: int
     confirmations: int
     poll_interval: float = 2.0
@@ -55,14 +55,19 @@ class IndexerConfig:
     @classmethod
     def from_settings(cls) -> IndexerConfig:
         """The configuration from settings; IndexerError naming every missing variable."""
-        missing = [name for name in ("BOUNTY_RPC_URL", "BOUNTY_CONTRACT_ADDRESS") if not getattr(settings, name)]
-        if missing:
+        rpc_url: str | None = settings.BOUNTY_RPC_URL
+        contract_address: str | None = settings.BOUNTY_CONTRACT_ADDRESS
+        usdc_address: str | None = settings.BOUNTY_USDC_ADDRESS
+        required = {"BOUNTY_RPC_URL": rpc_url, "BOUNTY_CONTRACT_ADDRESS": contract_address,
+                    "BOUNTY_USDC_ADDRESS": usdc_address}
+        missing = [name for name, value in required.items() if not value]
+        if missing or rpc_url is None or contract_address is None or usdc_address is None:
             raise IndexerError(f"missing configuration: {', '.join(missing)} (see the README's Configuration)")
         return cls(
-            rpc_url=settings.BOUNTY_RPC_URL,
+            rpc_url=rpc_url,
             chain_id=settings.BOUNTY_CHAIN_ID,
-            contract_address=settings.BOUNTY_CONTRACT_ADDRESS.lower(),
-            usdc_address=settings.BOUNTY_USDC_ADDRESS,
+            contract_address=contract_address.lower(),
+            usdc_address=usdc_address,
             start_block=settings.BOUNTY_START_BLOCK,
             confirmations=settings.BOUNTY_CONFIRMATIONS,
             poll_interval=settings.BOUNTY_INDEXER_POLL_SECONDS,
@@ -92,7 +97,9 @@ class LogFetcher:
                 )
             except RangeTooLarge as exc:
                 if to == start:
-                    raise IndexerError(f"the node refuses eth_getLogs even for the single block {start}: {exc}") from exc
+                    raise IndexerError(
+                        f"the node refuses eth_getLogs even for the single block {start}: {exc}"
+                    ) from exc
                 allowed = to - start  # at least halve... unless the node says better
                 if exc.suggested_to is not None and start <= exc.suggested_to < to:
                     allowed = exc.suggested_to - start + 1
@@ -125,8 +132,11 @@ class Progress:
         elapsed = max(1e-6, time.monotonic() - self.started)
         rate = done / elapsed
         left = (total - done) / rate if rate > 0 else 0.0
-        return (f"backfill: block {done_block} of {self.target_block} ({done} of {total} blocks, {100 * done / total:.1f}%), "
-                f"{self.events} events at {self.events / elapsed:,.0f} events/s, about {left:,.0f} s left")
+        return (
+            f"backfill: block {done_block} of {self.target_block} ({done} of {total} blocks, "
+            f"{100 * done / total:.1f}%), {self.events} events at {self.events / elapsed:,.0f} events/s, "
+            f"about {left:,.0f} s left"
+        )
 
 
 class Indexer:
@@ -149,18 +159,21 @@ class Indexer:
         chain_id = int(self.rpc.call("eth_chainId", []), 16)
         if chain_id != self.config.chain_id:
             raise IndexerError(
-                f"the node at {self.config.rpc_url} is on chain {chain_id}, but BOUNTY_CHAIN_ID is {self.config.chain_id}"
+                f"the node at {self.config.rpc_url} is on chain {chain_id}, "
+                f"but BOUNTY_CHAIN_ID is {self.config.chain_id}"
             )
         code = self.rpc.call("eth_getCode", [self.config.contract_address, "latest"])
         if code in (None, "0x", "0x0"):
-            raise IndexerError(f"no contract at BOUNTY_CONTRACT_ADDRESS {self.config.contract_address} on chain {chain_id}")
+            raise IndexerError(
+                f"no contract at BOUNTY_CONTRACT_ADDRESS {self.config.contract_address} on chain {chain_id}"
+            )
 
     def ensure_deployment(self) -> Deployment:
         deployment, _ = Deployment.objects.get_or_create(
             chain_id=self.config.chain_id, contract_address=self.config.contract_address,
             defaults={"usdc_address": self.config.usdc_address},
         )
-        if self.config.usdc_address and deployment.usdc_address != self.config.usdc_address:
+        if deployment.usdc_address != self.config.usdc_address:
             deployment.usdc_address = self.config.usdc_address
             deployment.save(update_fields=["usdc_address"])
         SyncState.objects.get_or_create(deployment=deployment)
@@ -335,7 +348,7 @@ class Indexer:
 
     def _report(self, start: int, to: int, safe: int, counts: Counter[str]) -> None:
         applied = sum(counts.values())
-        if to < safe or self.progress is not None and to < self.progress.target_block:
+        if to < safe or (self.progress is not None and to < self.progress.target_block):
             if self.progress is None:
                 self.progress = Progress(first_block=start, target_block=safe)
             self.progress.events += applied

@@ -58,6 +58,7 @@ MUTABLE_FIELDS: dict[Kind, tuple[str, ...]] = {
     "submission": ("status", "dispute_count"),
     "dispute": ("status",),
 }
+KINDS: tuple[Kind, ...] = ("bounty", "submission", "dispute")
 _LATEST_DATETIME = datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC)
 
 
@@ -141,14 +142,14 @@ class RecordStore:
 
     def save(self) -> None:
         """Writes back in bulk: removals (children first), creations (parents first), changes."""
-        for kind in ("dispute", "submission", "bounty"):
+        for kind in reversed(KINDS):
             model, id_field, table = self._table(kind)
             gone = [key for k, key in self.removed if k == kind]
             if gone:
                 model.objects.filter(deployment=self.deployment, **{f"{id_field}__in": gone}).delete()
                 for key in gone:
                     table.pop(key, None)
-        for kind in ("bounty", "submission", "dispute"):
+        for kind in KINDS:
             model, _, table = self._table(kind)
             new = [table[key] for k, key in sorted(self.created) if k == kind]
             if new:

@@ -26,7 +26,7 @@ UINT256_DIGITS = len(str(UINT256_MAX))  # 78
 if TYPE_CHECKING:
     _TextBase = models.TextField[str, str]
     _UIntBase = models.CharField[int | str, int]
-    _HexBase = models.CharField[str | None, str | None]
+    _HexBase = models.CharField[str, str]
 else:
     _TextBase, _UIntBase, _HexBase = models.TextField, models.CharField, models.CharField
 

@@ -44,7 +44,7 @@ class Deployment(models.Model):
 
     chain_id = models.PositiveBigIntegerField()
     contract_address = AddressField()
-    usdc_address = AddressField(null=True, blank=True)
+    usdc_address = AddressField()
 
     class Meta:
         constraints = [

@@ -10,6 +10,7 @@ from records.models import Bounty, Deployment, Dispute, Submission
 
 _counter = itertools.count(1)
 ACTIVE_CONTRACT = "0xe7f1725e7734ce288f8367e1bb143e90bb3f0512"
+ACTIVE_USDC = "0x5fbdb2315678afecb367f032d93f642f64180aa3"
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
@@ -18,6 +19,7 @@ def _hex(n: int, width: int) -> str:
 
 
 def make_deployment(chain_id: int = 91342, contract_address: str = ACTIVE_CONTRACT, **fields: Any) -> Deployment:
+    fields.setdefault("usdc_address", ACTIVE_USDC)
     deployment, _ = Deployment.objects.get_or_create(
         chain_id=chain_id, contract_address=contract_address, defaults=fields
     )

@@ -51,7 +51,7 @@ def test_it_refuses_a_node_on_another_chain(chain: Chain) -> None:
     assert "is on chain 91342, but BOUNTY_CHAIN_ID is 1" in result.stderr
 
 
-@pytest.mark.parametrize("missing", ["BOUNTY_RPC_URL", "BOUNTY_CONTRACT_ADDRESS"])
+@pytest.mark.parametrize("missing", ["BOUNTY_RPC_URL", "BOUNTY_CONTRACT_ADDRESS", "BOUNTY_USDC_ADDRESS"])
 def test_it_names_missing_configuration(chain: Chain, missing: str) -> None:
     env = process_env(chain)
     del env[missing]

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from itertools import pairwise
+from typing import Any
+
+import pytest
+
 from contracts.demo import seed_demo_activity
 from indexer.models import ChangeLogEntry, SyncState
 from indexer.sync import Indexer
@@ -21,19 +26,19 @@ def test_backfill_of_every_call_and_status_mirrors_the_chain(chain: Chain, index
     assert state.last_indexed_block == state.head_block == chain.w3.eth.block_number
 
 
-def test_following_block_by_block_gives_the_same_mirror_and_change_log(chain: Chain, indexer: Indexer) -> None:
+def test_following_block_by_block_gives_the_same_mirror_and_change_log(
+    chain: Chain, indexer: Indexer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     original = chain.w3.eth.wait_for_transaction_receipt
 
-    def index_after_each(tx_hash, *args, **kwargs):  # type: ignore[no-untyped-def]
+    def index_after_each(tx_hash: Any, *args: Any, **kwargs: Any) -> Any:
         receipt = original(tx_hash, *args, **kwargs)
         index_to_head(indexer)
         return receipt
 
-    chain.w3.eth.wait_for_transaction_receipt = index_after_each  # type: ignore[method-assign]
-    try:
-        seed_demo_activity(chain.w3, chain.deployment)
-    finally:
-        chain.w3.eth.wait_for_transaction_receipt = original  # type: ignore[method-assign]
+    monkeypatch.setattr(chain.w3.eth, "wait_for_transaction_receipt", index_after_each)
+    seed_demo_activity(chain.w3, chain.deployment)
+    monkeypatch.undo()
     index_to_head(indexer)
     assert indexer.deployment is not None
     assert_mirror_equals_chain(chain.board, indexer.deployment)
@@ -49,7 +54,7 @@ def test_side_effects_on_submissions_follow_their_event(chain: Chain, indexer: I
     seed_demo_activity(chain.w3, chain.deployment)
     index_to_head(indexer)
     entries = list(ChangeLogEntry.objects.order_by("seq").values_list("type", "payload"))
-    for (kind, payload), (next_kind, next_payload) in zip(entries, entries[1:], strict=False):
+    for (kind, payload), (next_kind, next_payload) in pairwise(entries):
         if kind in {"dispute.created", "dispute.resolved"}:
             assert next_kind == "submission.updated"
             assert next_payload["id"] == payload["submission_id"]
