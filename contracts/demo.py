@@ -11,12 +11,12 @@ The pending disputes are recent, so the moderators' queue has work when the dev 
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
 from web3 import Web3
 
+from bounty_client.metadata import metadata_hash, metadata_to_data_uri
 from contracts.devchain import (
     USDC_UNIT,
     DevDeployment,
@@ -31,8 +31,7 @@ DAY = 24 * HOUR
 
 
 def _metadata(value: dict[str, Any]) -> tuple[str, bytes]:
-    canonical = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return "data:application/json," + canonical, Web3.keccak(text=canonical)
+    return metadata_to_data_uri(value), bytes.fromhex(metadata_hash(value)[2:])
 
 
 @dataclass

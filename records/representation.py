@@ -11,19 +11,14 @@ from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any
 
-from Crypto.Hash import keccak
-
+from bounty_client.validation import to_checksum_address
 from records.models import Bounty, Dispute, Submission
 
 JsonRecord = dict[str, Any]
 
 
-@lru_cache(maxsize=65_536)
-def checksum_address(address: str) -> str:
-    """EIP-55 mixed-case form of a 0x-prefixed hex address."""
-    lowered = address.lower().removeprefix("0x")
-    digest = keccak.new(digest_bits=256, data=lowered.encode("ascii")).hexdigest()
-    return "0x" + "".join(c.upper() if int(h, 16) >= 8 else c for c, h in zip(lowered, digest[:40], strict=True))
+# Addresses repeat across records (posters, grouts, the contract): cache their checksums.
+checksum_address = lru_cache(maxsize=65_536)(to_checksum_address)
 
 
 def rfc3339(moment: datetime) -> str:

@@ -1,0 +1,72 @@
+"""bounty_client: unsigned transactions, metadata helpers, quotes and a read client for the
+bounty contract and its read service. See README.md beside this file for usage."""
+
+from bounty_client._version import __version__
+from bounty_client.deployment import DEFAULT_CHAIN_ID, Deployment, deployment_from_env, deployment_from_health
+from bounty_client.errors import (
+    BountyClientError,
+    ConfigurationError,
+    RequestFailedError,
+    ResponseError,
+    ValidationError,
+)
+from bounty_client.metadata import (
+    UNDEFINED,
+    JsonInput,
+    JsonValue,
+    canonical_json,
+    metadata_hash,
+    metadata_to_data_uri,
+    parse_json,
+    parse_metadata_uri,
+)
+from bounty_client.quote import CreateQuote, QuoteConfig, quote_create_amount
+from bounty_client.read import ReadClient
+from bounty_client.schema import (
+    BountyOverview,
+    BountyRecord,
+    DisputeOverview,
+    DisputeRecord,
+    Page,
+    SubmissionOverview,
+    SubmissionRecord,
+)
+from bounty_client.transactions import TransactionBuilder, UnsignedTransaction
+from bounty_client.validation import validate_address, validate_bytes32, validate_uint
+
+__all__ = [
+    "DEFAULT_CHAIN_ID",
+    "UNDEFINED",
+    "BountyClientError",
+    "BountyOverview",
+    "BountyRecord",
+    "ConfigurationError",
+    "CreateQuote",
+    "Deployment",
+    "DisputeOverview",
+    "DisputeRecord",
+    "JsonInput",
+    "JsonValue",
+    "Page",
+    "QuoteConfig",
+    "ReadClient",
+    "RequestFailedError",
+    "ResponseError",
+    "SubmissionOverview",
+    "SubmissionRecord",
+    "TransactionBuilder",
+    "UnsignedTransaction",
+    "ValidationError",
+    "__version__",
+    "canonical_json",
+    "deployment_from_env",
+    "deployment_from_health",
+    "metadata_hash",
+    "metadata_to_data_uri",
+    "parse_json",
+    "parse_metadata_uri",
+    "quote_create_amount",
+    "validate_address",
+    "validate_bytes32",
+    "validate_uint",
+]
