@@ -39,6 +39,7 @@ from records.models import (
     SubmissionStatus,
 )
 from records.representation import JsonRecord, bounty_json, dispute_json, submission_json
+from records.search import search_document
 
 Kind = Literal["bounty", "submission", "dispute"]
 Record = Bounty | Submission | Dispute
@@ -58,6 +59,8 @@ MUTABLE_FIELDS: dict[Kind, tuple[str, ...]] = {
     "submission": ("status", "dispute_count"),
     "dispute": ("status",),
 }
+# What `save()` writes back for a changed record: the mutable fields and the search text.
+_WRITTEN_FIELDS = {kind: [*fields, "search_text"] for kind, fields in MUTABLE_FIELDS.items()}
 KINDS: tuple[Kind, ...] = ("bounty", "submission", "dispute")
 _LATEST_DATETIME = datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC)
 
@@ -152,11 +155,13 @@ class RecordStore:
         for kind in KINDS:
             model, _, table = self._table(kind)
             new = [table[key] for k, key in sorted(self.created) if k == kind]
+            dirty = [table[key] for k, key in sorted(self.changed) if k == kind and key in table]
+            for record in (*new, *dirty):
+                record.search_text = search_document(record)
             if new:
                 model.objects.bulk_create(new, batch_size=500)
-            dirty = [table[key] for k, key in sorted(self.changed) if k == kind and key in table]
             if dirty:
-                model.objects.bulk_update(dirty, list(MUTABLE_FIELDS[kind]), batch_size=500)
+                model.objects.bulk_update(dirty, _WRITTEN_FIELDS[kind], batch_size=500)
 
     def _table(self, kind: Kind) -> tuple[type[Any], str, dict[int, Any]]:
         if kind == "bounty":

@@ -65,6 +65,7 @@ class ChainRecord(models.Model):
     block_number = models.PositiveBigIntegerField()
     log_index = models.PositiveIntegerField()
     created_at = models.DateTimeField(default=timezone.now)
+    search_text = models.TextField(default="", editable=False, help_text="what `q` matches (records.search)")
 
     class Meta:
         abstract = True

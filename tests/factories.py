@@ -1,4 +1,7 @@
-"""Factories for mirrored records: valid rows with sequential IDs, any field overridable."""
+"""Factories for mirrored records: valid rows with sequential IDs, any field overridable.
+
+They write as the indexer does: the search text is filled in, the parent's counter goes up,
+and the deployment's change-log sequence advances (it versions cached API responses)."""
 
 from __future__ import annotations
 
@@ -6,7 +9,11 @@ import itertools
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from django.db.models import F
+
+from indexer.models import SyncState
 from records.models import Bounty, Deployment, Dispute, Submission
+from records.search import search_document
 
 _counter = itertools.count(1)
 ACTIVE_CONTRACT = "0xe7f1725e7734ce288f8367e1bb143e90bb3f0512"
@@ -23,7 +30,26 @@ def make_deployment(chain_id: int = 91342, contract_address: str = ACTIVE_CONTRA
     deployment, _ = Deployment.objects.get_or_create(
         chain_id=chain_id, contract_address=contract_address, defaults=fields
     )
+    SyncState.objects.get_or_create(deployment=deployment)
     return deployment
+
+
+def bump_version(deployment: Deployment) -> None:
+    """Advances the deployment's change-log sequence, as every indexer commit does."""
+    SyncState.objects.filter(deployment=deployment).update(last_seq=F("last_seq") + 1)
+
+
+def _save(record: Any) -> Any:
+    record.search_text = search_document(record)
+    record.save()
+    bump_version(record.deployment)
+    return record
+
+
+def set_status(record: Any, status: str) -> Any:
+    """Changes a record's status as a contract event would."""
+    record.status = status
+    return _save(record)
 
 
 def _source(n: int) -> dict[str, Any]:
@@ -53,7 +79,7 @@ def make_bounty(deployment: Deployment | None = None, **fields: Any) -> Bounty:
     }
     values.update(fields)
     values.setdefault("prompt", values["metadata_uri"])
-    return Bounty.objects.create(**values)
+    return _save(Bounty(**values))
 
 
 def make_submission(bounty: Bounty, **fields: Any) -> Submission:
@@ -70,7 +96,9 @@ def make_submission(bounty: Bounty, **fields: Any) -> Submission:
     }
     values.update(fields)
     values.setdefault("content", values["metadata_uri"])
-    return Submission.objects.create(**values)
+    Bounty.objects.filter(pk=bounty.pk).update(submission_count=F("submission_count") + 1)
+    bounty.refresh_from_db(fields=["submission_count"])
+    return _save(Submission(**values))
 
 
 def make_dispute(submission: Submission, **fields: Any) -> Dispute:
@@ -86,4 +114,6 @@ def make_dispute(submission: Submission, **fields: Any) -> Dispute:
     }
     values.update(fields)
     values.setdefault("reason", values["metadata_uri"])
-    return Dispute.objects.create(**values)
+    Submission.objects.filter(pk=submission.pk).update(dispute_count=F("dispute_count") + 1)
+    submission.refresh_from_db(fields=["dispute_count"])
+    return _save(Dispute(**values))

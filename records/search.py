@@ -1,0 +1,44 @@
+"""The text `q` searches (decisions.md section 4), kept in one column per record.
+
+`q` is a case-insensitive substring match against the record's decimal ID and its parents',
+its status, actor addresses, metadata URI and hash, transaction hash, and the route's text
+field. Those values are stored lowercased in `search_text`, joined by a separator that cannot
+occur in a search term, so one LIKE over one column answers `q`; on PostgreSQL a trigram GIN
+index serves it without scanning the table.
+"""
+
+from __future__ import annotations
+
+from records.models import Bounty, Dispute, Submission
+
+SEPARATOR = "\x1f"
+
+
+def _join(*values: object) -> str:
+    seen: list[str] = []
+    for value in values:
+        text = str(value).lower()
+        if text not in seen:
+            seen.append(text)
+    return SEPARATOR.join(seen)
+
+
+def search_document(record: Bounty | Submission | Dispute) -> str:
+    """The lowercased, separator-joined fields `q` matches for this record."""
+    if isinstance(record, Bounty):
+        return _join(record.bounty_id, record.status, record.poster, record.metadata_uri, record.metadata_hash,
+                     record.tx_hash, record.prompt)
+    if isinstance(record, Submission):
+        return _join(record.submission_id, record.bounty_id, record.status, record.tile_id, record.claimant,
+                     record.metadata_uri, record.metadata_hash, record.tx_hash, record.content)
+    return _join(record.dispute_id, record.bounty_id, record.submission_id, record.status, record.challenger_id,
+                 record.metadata_uri, record.metadata_hash, record.tx_hash, record.reason)
+
+
+def like_pattern(q: str) -> str | None:
+    """The LIKE pattern for a search term, or None when it can match nothing."""
+    term = q.lower()
+    if SEPARATOR in term:
+        return None
+    escaped = term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
