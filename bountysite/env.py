@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
+from ipaddress import IPv4Network, IPv6Network, ip_network
 from typing import overload
 
 from django.core.exceptions import ImproperlyConfigured
@@ -95,6 +96,17 @@ def env_list(name: str, default: list[str], *, environ: Mapping[str, str] | None
     if value is None:
         return list(default)
     return [item.strip() for item in value.split(",") if item.strip()]
+
+
+def env_networks(name: str, *, environ: Mapping[str, str] | None = None) -> list[IPv4Network | IPv6Network]:
+    """A comma-separated list of IP addresses or CIDR networks; empty when unset."""
+    networks: list[IPv4Network | IPv6Network] = []
+    for item in env_list(name, [], environ=environ):
+        try:
+            networks.append(ip_network(item, strict=False))
+        except ValueError:
+            raise ImproperlyConfigured(f"{name} must list IP addresses or networks, got {item!r}") from None
+    return networks
 
 
 def env_address(name: str, *, environ: Mapping[str, str] | None = None) -> str | None:

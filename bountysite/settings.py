@@ -19,6 +19,7 @@ from bountysite.env import (
     env_bool,
     env_int,
     env_list,
+    env_networks,
     env_required,
     env_str,
     env_url,
@@ -51,6 +52,8 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "django_filters",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
     "channels",
     "records",
     "indexer",
@@ -59,6 +62,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "records.api.ratelimit.RateLimitMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -135,6 +139,36 @@ BOUNTY_HEALTH_HEARTBEAT_SECONDS = env_int("BOUNTY_HEALTH_HEARTBEAT_SECONDS", 60,
 BOUNTY_HEALTH_MAX_LAG_BLOCKS = env_int("BOUNTY_HEALTH_MAX_LAG_BLOCKS", 10, minimum=0)
 BOUNTY_GETLOGS_MAX_BLOCKS = env_int("BOUNTY_GETLOGS_MAX_BLOCKS", 50_000, minimum=1)
 BOUNTY_INDEXER_POLL_SECONDS = env_int("BOUNTY_INDEXER_POLL_MS", 2_000, minimum=50, maximum=600_000) / 1000
+
+# ---------------------------------------------------------------- read API
+
+BOUNTY_API_CACHE_SECONDS = env_int("BOUNTY_API_CACHE_SECONDS", 300, minimum=0)
+BOUNTY_RATE_LIMIT = env_int("BOUNTY_RATE_LIMIT", 600, minimum=0)
+BOUNTY_RATE_WINDOW_SECONDS = env_int("BOUNTY_RATE_WINDOW_SECONDS", 60, minimum=1)
+BOUNTY_TRUSTED_PROXIES = env_networks("BOUNTY_TRUSTED_PROXIES")
+
+REST_FRAMEWORK = {
+    "DEFAULT_RENDERER_CLASSES": [
+        "records.api.renderers.OrjsonRenderer",
+        "rest_framework.renderers.BrowsableAPIRenderer",
+    ],
+    "DEFAULT_PARSER_CLASSES": [],
+    "DEFAULT_AUTHENTICATION_CLASSES": [],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.AllowAny"],
+    "UNAUTHENTICATED_USER": None,
+    "EXCEPTION_HANDLER": "records.api.errors.api_exception_handler",
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Bounty read service",
+    "DESCRIPTION": "Read-only mirror of the bounty contract: bounties, submissions and disputes.",
+    "VERSION": "0.1.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "POSTPROCESSING_HOOKS": ["records.api.schema.add_common_responses"],
+}
 
 # ---------------------------------------------------------------- i18n, static
 

@@ -1,6 +1,21 @@
 from django.contrib import admin
-from django.urls import path
+from django.urls import include, path, re_path
+from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
+
+from records.api.errors import not_found
 
 urlpatterns = [
+    path("", include("records.urls")),
+    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
+    path("api/redoc/", SpectacularRedocView.as_view(url_name="schema"), name="redoc"),
     path("admin/", admin.site.urls),
+    # Unknown routes answer JSON in every mode (DEBUG's HTML 404 page included); the admin and
+    # static files keep Django's own handling (the slash redirect, the admin's 404s).
+    re_path(r"^(?!admin(?:/|$)|static/).*$", not_found),
 ]
+
+handler400 = "records.api.errors.bad_request"
+handler403 = "records.api.errors.permission_denied"
+handler404 = "records.api.errors.not_found"
+handler500 = "records.api.errors.server_error"

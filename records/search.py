@@ -35,10 +35,7 @@ def search_document(record: Bounty | Submission | Dispute) -> str:
                  record.metadata_uri, record.metadata_hash, record.tx_hash, record.reason)
 
 
-def like_pattern(q: str) -> str | None:
-    """The LIKE pattern for a search term, or None when it can match nothing."""
+def search_term(q: str) -> str | None:
+    """What to look for in `search_text` (a `contains` lookup), or None when `q` can match nothing."""
     term = q.lower()
-    if SEPARATOR in term:
-        return None
-    escaped = term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    return f"%{escaped}%"
+    return None if SEPARATOR in term else term

@@ -1,0 +1,228 @@
+"""What the OpenAPI schema says about the read routes.
+
+The serializers here only describe the JSON the views produce (records.representation builds
+it); `add_common_responses` adds what every counted route shares: rate-limit headers, the 304,
+405 and 429 answers, and ETag / Cache-Control on success.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import OpenApiParameter, PolymorphicProxySerializer, extend_schema, extend_schema_view
+from rest_framework import serializers
+
+from records.models import BountyStatus, DisputeStatus, SubmissionStatus
+from records.selectors import SORT_FIELDS, Resource
+
+
+def _amount(what: str) -> serializers.CharField:
+    return serializers.CharField(help_text=f"{what}, USDC base units, as an exact decimal string")
+
+
+def _address(what: str) -> serializers.CharField:
+    return serializers.CharField(help_text=f"{what}, EIP-55 checksummed")
+
+
+class _Record(serializers.Serializer[Any]):
+    chain_id = serializers.IntegerField(help_text="deployment chain ID")
+    contract_address = _address("deployment contract address")
+    metadata_uri = serializers.CharField()
+    metadata_hash = serializers.CharField(help_text="0x + 64 lowercase hex digits")
+    tx_hash = serializers.CharField(help_text="source transaction hash, 0x + 64 lowercase hex digits")
+    block_number = serializers.IntegerField(help_text="source block number")
+    log_index = serializers.IntegerField(help_text="source log index")
+    created_at = serializers.DateTimeField(help_text="RFC 3339 UTC: timestamp of the block that created the record")
+
+
+class Bounty(_Record):
+    id = serializers.IntegerField(help_text="bounty ID (unique per deployment)")
+    prompt = serializers.CharField(help_text="holds the same value as metadata_uri")
+    bounty_amount = _amount("reward")
+    fee_amount = _amount("post fee")
+    bond_amount = _amount("submission bond")
+    duration = serializers.IntegerField(help_text="seconds")
+    status = serializers.ChoiceField(choices=BountyStatus.choices)
+    poster = _address("poster")
+    deadline = serializers.DateTimeField()
+    challenge_window = serializers.IntegerField(help_text="review window, seconds")
+
+
+class BountyRow(Bounty):
+    submission_count = serializers.IntegerField()
+
+
+class Submission(_Record):
+    id = serializers.IntegerField(help_text="submission ID (unique per deployment)")
+    bounty_id = serializers.IntegerField()
+    tile_id = _address("submitter")
+    content = serializers.CharField(help_text="holds the same value as metadata_uri")
+    bond_amount = _amount("submission bond")
+    review_deadline = serializers.DateTimeField()
+    status = serializers.ChoiceField(choices=SubmissionStatus.choices)
+    claimant = _address("submitter")
+
+
+class SubmissionRow(Submission):
+    dispute_count = serializers.IntegerField()
+
+
+class Dispute(_Record):
+    id = serializers.IntegerField(help_text="dispute ID (unique per deployment)")
+    bounty_id = serializers.IntegerField()
+    submission_id = serializers.IntegerField()
+    challenger_id = _address("challenger (a whitelisted grout)")
+    reason = serializers.CharField(help_text="holds the same value as metadata_uri")
+    bond_amount = _amount("dispute bond")
+    status = serializers.ChoiceField(choices=DisputeStatus.choices)
+
+
+def _page(name: str, row: type[serializers.Serializer[Any]]) -> type[serializers.Serializer[Any]]:
+    return type(name, (serializers.Serializer,), {
+        "items": row(many=True),
+        "total": serializers.IntegerField(help_text="matching records across all pages"),
+        "limit": serializers.IntegerField(),
+        "cursor": serializers.CharField(allow_null=True, help_text="offset this page read from, or null"),
+        "next_cursor": serializers.CharField(allow_null=True, help_text="offset of the next page, or null"),
+        "__doc__": f"A page of {name.removesuffix('Page').lower()} records.",
+    })
+
+
+BountyPage = _page("BountyPage", BountyRow)
+SubmissionPage = _page("SubmissionPage", SubmissionRow)
+DisputePage = _page("DisputePage", Dispute)
+
+
+class BountyOverview(serializers.Serializer[Any]):
+    bounty = BountyRow()
+    submissions = SubmissionRow(many=True)
+    disputes = Dispute(many=True)
+
+
+class SubmissionOverview(serializers.Serializer[Any]):
+    submission = SubmissionRow()
+    bounty = BountyRow(allow_null=True)
+    disputes = Dispute(many=True)
+
+
+class DisputeOverview(serializers.Serializer[Any]):
+    dispute = Dispute()
+    submission = SubmissionRow(allow_null=True)
+    bounty = BountyRow(allow_null=True)
+    sibling_disputes = Dispute(many=True, help_text="the other disputes of the same submission")
+
+
+class Error(serializers.Serializer[Any]):
+    detail = serializers.CharField()
+
+
+class HealthDeployment(serializers.Serializer[Any]):
+    chain_id = serializers.IntegerField()
+    contract_address = serializers.CharField(allow_null=True)
+    usdc_address = serializers.CharField(allow_null=True)
+
+
+class HealthIndexer(serializers.Serializer[Any]):
+    enabled = serializers.BooleanField(help_text="an RPC URL is configured")
+    running = serializers.BooleanField(help_text="the indexer's heartbeat is recent")
+    synced = serializers.BooleanField(help_text="within the lag threshold of the safe head")
+    last_indexed_block = serializers.IntegerField(allow_null=True)
+    head_block = serializers.IntegerField(allow_null=True)
+    lag_blocks = serializers.IntegerField(allow_null=True)
+    confirmations = serializers.IntegerField()
+    last_heartbeat = serializers.DateTimeField(allow_null=True)
+
+
+class Health(serializers.Serializer[Any]):
+    status = serializers.ChoiceField(choices=["ok", "degraded", "error"])
+    version = serializers.CharField()
+    deployment = HealthDeployment()
+    indexer = HealthIndexer()
+
+
+QUALIFIER_PARAMETERS = [
+    OpenApiParameter("chain_id", int, description="deployment chain ID; send with contract_address, or leave "
+                     "both out for the active deployment (one alone is a 400)"),
+    OpenApiParameter("contract_address", str, description="deployment contract address (any letter case)"),
+]
+
+
+def list_parameters(resource: Resource) -> list[OpenApiParameter]:
+    parents = {"bounties": [], "submissions": ["bounty_id"], "disputes": ["bounty_id", "submission_id"]}[resource]
+    return [
+        OpenApiParameter("limit", int, description="page size 1 to 100 (clamped; not an integer: 50). "
+                         "Asks for a page object."),
+        OpenApiParameter("cursor", str, description="offset from a previous page's next_cursor; anything but a "
+                         "non-negative integer reads from 0. Asks for a page object."),
+        OpenApiParameter("q", str, description="case-insensitive substring of IDs, status, addresses, metadata, "
+                         "transaction hash or the text field. Asks for a page object, even empty."),
+        OpenApiParameter("sort", str, enum=sorted(SORT_FIELDS[resource]),
+                         description="sort key; unknown keys sort by id; ties break by id"),
+        OpenApiParameter("dir", str, enum=["asc", "desc"], description="any case; anything else means desc"),
+        OpenApiParameter("chain_id", int, description="only this chain's deployments"),
+        OpenApiParameter("contract_address", str, description="only this deployment (needs chain_id)"),
+        *(OpenApiParameter(name, int, description="records of this parent, within the deployment named by "
+                           "chain_id + contract_address (or the active one)") for name in parents),
+    ]
+
+
+def list_schema(resource: Resource, row: type[serializers.Serializer[Any]],
+                page: type[serializers.Serializer[Any]], plain: type[serializers.Serializer[Any]]) -> Any:
+    always = " `/disputes?bounty_id=` always answers a page object." if resource == "disputes" else ""
+    return extend_schema_view(get=extend_schema(
+        operation_id=f"{resource}_list",
+        summary=f"List {resource}",
+        description=("An unpaged array when none of limit, cursor and q is sent (streamed), otherwise a page "
+                     f"object.{always}"),
+        parameters=list_parameters(resource),
+        responses={
+            200: PolymorphicProxySerializer(component_name=f"{plain.__name__}List",
+                                            serializers=[plain(many=True), page], resource_type_field_name=None,
+                                            many=False),
+            400: Error,
+        },
+    ))
+
+
+def record_schema(operation_id: str, response: type[serializers.Serializer[Any]], what: str) -> Any:
+    return extend_schema_view(get=extend_schema(
+        operation_id=operation_id,
+        summary=what,
+        parameters=QUALIFIER_PARAMETERS,
+        responses={200: response, 400: Error, 404: Error},
+    ))
+
+
+_RATE_HEADERS = {
+    "X-RateLimit-Limit": {"schema": {"type": "integer"}, "description": "requests allowed per window"},
+    "X-RateLimit-Remaining": {"schema": {"type": "integer"}, "description": "requests left in this window"},
+    "X-RateLimit-Reset": {"schema": {"type": "integer"}, "description": "Unix time when the window resets"},
+}
+_ERROR = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
+
+
+def add_common_responses(result: dict[str, Any], generator: Any, request: Any, public: bool) -> dict[str, Any]:
+    """Adds the rate-limit headers and the 304 / 405 / 429 answers to every counted route."""
+    for path, operations in result.get("paths", {}).items():
+        for method, operation in operations.items():
+            if method != "get":
+                continue
+            responses = operation.setdefault("responses", {})
+            if path == "/health":
+                responses.setdefault("503", {"description": "the database is unreachable", "content": _ERROR})
+                continue
+            if "200" in responses:
+                responses["200"].setdefault("headers", {}).update({
+                    "ETag": {"schema": {"type": "string"}, "description": 'weak, W/"..."'},
+                    "Cache-Control": {"schema": {"type": "string"}, "description": "public, no-cache"},
+                })
+            responses.setdefault("304", {"description": "If-None-Match matched the current ETag (weak "
+                                         "comparison, a list or *); no body"})
+            responses.setdefault("405", {"description": "any method but GET, HEAD, OPTIONS", "content": _ERROR})
+            responses.setdefault("429", {
+                "description": "rate limit exceeded", "content": _ERROR,
+                "headers": {"Retry-After": {"schema": {"type": "integer"}, "description": "seconds, at least 1"}},
+            })
+            for response in responses.values():
+                response.setdefault("headers", {}).update(_RATE_HEADERS)
+    return result

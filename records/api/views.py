@@ -1,0 +1,274 @@
+"""The thirteen read routes: parse parameters, call a selector, serialize, answer conditionally.
+
+JSON clients get the cached, ETag-tagged body (or a stream for unpaged arrays); a browser gets
+DRF's browsable API around the same data.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import orjson
+from django.conf import settings
+from django.core.cache import cache
+from django.db import DatabaseError, connection
+from django.http import HttpResponseBase, JsonResponse
+from drf_spectacular.utils import extend_schema, extend_schema_view
+from rest_framework.exceptions import NotFound
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from indexer.health import indexer_health
+from records.api import schema
+from records.api.caching import cache_key, cached_json, streamed_json_array
+from records.api.params import NoSuchDeployment, Page, parse_list, qualified_deployment
+from records.models import Bounty, Deployment, Dispute, Submission
+from records.representation import JsonRecord, bounty_json, checksum_address, dispute_json, rfc3339, submission_json
+from records.selectors import (
+    ListQuery,
+    Resource,
+    active_deployment,
+    bounty_get,
+    bounty_overview,
+    data_version,
+    deployments_by_id,
+    dispute_get,
+    dispute_overview,
+    record_count,
+    record_list,
+    submission_get,
+    submission_overview,
+)
+
+LIST_PARAMS = ("limit", "cursor", "q", "sort", "dir", "chain_id", "contract_address", "bounty_id", "submission_id")
+QUALIFIERS = ("chain_id", "contract_address")
+STREAM_CHUNK = 1_000
+SERVICE_VERSION = "0.1.0"
+
+
+def serialize(record: Bounty | Submission | Dispute, deployment: Deployment, *, with_count: bool = False) -> JsonRecord:
+    """The record's JSON; `with_count` adds submission_count / dispute_count where the spec has them."""
+    where = {"chain_id": deployment.chain_id, "contract_address": deployment.contract_address}
+    if isinstance(record, Bounty):
+        return bounty_json(record, with_count=with_count, **where)
+    if isinstance(record, Submission):
+        return submission_json(record, with_count=with_count, **where)
+    return dispute_json(record, **where)
+
+
+class ReadView(APIView):
+    """Answers JSON clients from the conditional cache, browsers through DRF."""
+
+    def respond(self, request: Request, key: str, build: Callable[[], Any]) -> HttpResponseBase:
+        if request.accepted_renderer.format == "json":
+            return cached_json(request, key, build)
+        return Response(build())
+
+
+class RecordListView(ReadView):
+    resource: Resource
+
+    def get(self, request: Request) -> HttpResponseBase:
+        query, page = parse_list(self.resource, request.GET)
+        version = data_version(query.deployments)
+        key = cache_key(request, LIST_PARAMS, version)
+        if page is None:
+            if request.accepted_renderer.format == "json":
+                return streamed_json_array(request, key, lambda: _stream(query))
+            return Response(_rows(query, None))
+        return self.respond(request, key, lambda: _page_body(query, page, version))
+
+
+def _rows(query: ListQuery, page: Page | None) -> list[JsonRecord]:
+    records = record_list(query)
+    if page is not None:
+        records = records[page.offset : page.offset + page.limit]
+    deployments = deployments_by_id()
+    with_count = page is not None and query.resource != "disputes"
+    return [serialize(r, deployments[r.deployment_id], with_count=with_count) for r in records]
+
+
+def _count(query: ListQuery, version: str) -> int:
+    """The total, cached per filter and data version: every page and sort of a filter shares it."""
+    filters = (query.resource, query.deployments, query.parent, query.q, query.matches_nothing, version)
+    key = "count:" + hashlib.sha256(repr(filters).encode()).hexdigest()
+    total: int = cache.get_or_set(key, lambda: record_count(query), settings.BOUNTY_API_CACHE_SECONDS)
+    return total
+
+
+def _page_body(query: ListQuery, page: Page, version: str) -> dict[str, Any]:
+    items = _rows(query, page)
+    total = _count(query, version)
+    following = page.offset + page.limit
+    return {
+        "items": items,
+        "total": total,
+        "limit": page.limit,
+        "cursor": str(page.offset) if page.cursor_given else None,
+        "next_cursor": str(following) if following < total else None,
+    }
+
+
+def _stream(query: ListQuery) -> Iterator[bytes]:
+    deployments = deployments_by_id()
+    first = True
+    batch: list[bytes] = []
+    yield b"["
+    for record in record_list(query).iterator(chunk_size=2_000):
+        batch.append(orjson.dumps(serialize(record, deployments[record.deployment_id])))
+        if len(batch) == STREAM_CHUNK:
+            yield (b"" if first else b",") + b",".join(batch)
+            first = False
+            batch = []
+    if batch:
+        yield (b"" if first else b",") + b",".join(batch)
+    yield b"]"
+
+
+@schema.list_schema("bounties", schema.BountyRow, schema.BountyPage, schema.Bounty)
+class BountyList(RecordListView):
+    resource = "bounties"
+
+
+@schema.list_schema("submissions", schema.SubmissionRow, schema.SubmissionPage, schema.Submission)
+class SubmissionList(RecordListView):
+    resource = "submissions"
+
+
+@schema.list_schema("disputes", schema.Dispute, schema.DisputePage, schema.Dispute)
+class DisputeList(RecordListView):
+    resource = "disputes"
+
+
+class RecordDetailView(ReadView):
+    """One record, or an overview, of a qualified deployment."""
+
+    def get(self, request: Request, record_id: int) -> HttpResponseBase:
+        try:
+            deployment = qualified_deployment(request.GET)
+        except NoSuchDeployment:
+            raise NotFound(f"{self.noun} {record_id} not found") from None
+        key = cache_key(request, QUALIFIERS, data_version(deployment))
+        return self.respond(request, key, lambda: self.body(deployment, record_id))
+
+    noun = "record"
+
+    def body(self, deployment: Deployment, record_id: int) -> Any:
+        raise NotImplementedError
+
+    def missing(self, record_id: int) -> NotFound:
+        return NotFound(f"{self.noun} {record_id} not found")
+
+
+def _found(record: Any, view: RecordDetailView, record_id: int) -> Any:
+    if record is None:
+        raise view.missing(record_id)
+    return record
+
+
+@schema.record_schema("bounty_get", schema.Bounty, "One bounty")
+class BountyDetail(RecordDetailView):
+    noun = "bounty"
+
+    def body(self, deployment: Deployment, record_id: int) -> Any:
+        return serialize(_found(bounty_get(deployment, record_id), self, record_id), deployment)
+
+
+@schema.record_schema("submission_get", schema.Submission, "One submission")
+class SubmissionDetail(RecordDetailView):
+    noun = "submission"
+
+    def body(self, deployment: Deployment, record_id: int) -> Any:
+        return serialize(_found(submission_get(deployment, record_id), self, record_id), deployment)
+
+
+@schema.record_schema("dispute_get", schema.Dispute, "One dispute")
+class DisputeDetail(RecordDetailView):
+    noun = "dispute"
+
+    def body(self, deployment: Deployment, record_id: int) -> Any:
+        return serialize(_found(dispute_get(deployment, record_id), self, record_id), deployment)
+
+
+@schema.record_schema("bounty_overview", schema.BountyOverview, "A bounty, its submissions and their disputes")
+class BountyOverview(RecordDetailView):
+    noun = "bounty"
+
+    def body(self, deployment: Deployment, record_id: int) -> Any:
+        overview = _found(bounty_overview(deployment, record_id), self, record_id)
+        return {
+            "bounty": serialize(overview.record, deployment, with_count=True),
+            "submissions": [serialize(s, deployment, with_count=True) for s in overview.submissions],
+            "disputes": [serialize(d, deployment) for d in overview.disputes],
+        }
+
+
+@schema.record_schema("submission_overview", schema.SubmissionOverview, "A submission, its bounty and its disputes")
+class SubmissionOverview(RecordDetailView):
+    noun = "submission"
+
+    def body(self, deployment: Deployment, record_id: int) -> Any:
+        overview = _found(submission_overview(deployment, record_id), self, record_id)
+        return {
+            "submission": serialize(overview.record, deployment, with_count=True),
+            "bounty": _optional(overview.bounty, deployment),
+            "disputes": [serialize(d, deployment) for d in overview.disputes],
+        }
+
+
+@schema.record_schema("dispute_overview", schema.DisputeOverview, "A dispute, its submission, bounty and sibling disputes")
+class DisputeOverview(RecordDetailView):
+    noun = "dispute"
+
+    def body(self, deployment: Deployment, record_id: int) -> Any:
+        overview = _found(dispute_overview(deployment, record_id), self, record_id)
+        return {
+            "dispute": serialize(overview.record, deployment),
+            "submission": _optional(overview.submission, deployment, with_count=True),
+            "bounty": _optional(overview.bounty, deployment, with_count=True),
+            "sibling_disputes": [serialize(d, deployment) for d in overview.disputes],
+        }
+
+
+def _optional(record: Bounty | Submission | None, deployment: Deployment, *, with_count: bool = True) -> Any:
+    return None if record is None else serialize(record, deployment, with_count=with_count)
+
+
+@extend_schema_view(get=extend_schema(operation_id="health", summary="Service status and indexer flags",
+                                      responses={200: schema.Health, 503: schema.Error}))
+class Health(APIView):
+    """Service status and the indexer's flags; never cached, never rate limited."""
+
+    def get(self, request: Request) -> HttpResponseBase:
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT 1")
+            health = indexer_health(active_deployment())
+        except DatabaseError as exc:
+            response = JsonResponse({"status": "error", "version": SERVICE_VERSION,
+                                     "detail": f"database unreachable: {type(exc).__name__}"}, status=503)
+            response["Cache-Control"] = "no-store"
+            return response
+        degraded = health["enabled"] and not (health["running"] and health["synced"])
+        contract = settings.BOUNTY_CONTRACT_ADDRESS
+        usdc = settings.BOUNTY_USDC_ADDRESS
+        body = {
+            "status": "degraded" if degraded else "ok",
+            "version": SERVICE_VERSION,
+            "deployment": {
+                "chain_id": settings.BOUNTY_CHAIN_ID,
+                "contract_address": checksum_address(contract) if contract else None,
+                "usdc_address": checksum_address(usdc) if usdc else None,
+            },
+            "indexer": {
+                **health,
+                "last_heartbeat": rfc3339(health["last_heartbeat"]) if health["last_heartbeat"] else None,
+            },
+        }
+        response = Response(body)
+        response["Cache-Control"] = "no-store"
+        return response
+
