@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from django.db.models import F
+
 from indexer.events import (
     BountyCreated,
     BountyFinalized,
@@ -144,7 +146,14 @@ class RecordStore:
         self.changed.discard((kind, key))
 
     def save(self) -> None:
-        """Writes back in bulk: removals (children first), creations (parents first), changes."""
+        """Writes back in bulk: removals (children first), creations (parents first), changes,
+        and the deployment's record totals."""
+        deltas = {kind: sum(k == kind for k, _ in self.created) - sum(k == kind for k, _ in self.removed)
+                  for kind in KINDS}
+        if any(deltas.values()):
+            Deployment.objects.filter(pk=self.deployment.pk).update(
+                **{f"{kind}_total": F(f"{kind}_total") + delta for kind, delta in deltas.items() if delta}
+            )
         for kind in reversed(KINDS):
             model, id_field, table = self._table(kind)
             gone = [key for k, key in self.removed if k == kind]

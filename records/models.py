@@ -45,6 +45,11 @@ class Deployment(models.Model):
     chain_id = models.PositiveBigIntegerField()
     contract_address = AddressField()
     usdc_address = AddressField()
+    # Record totals, kept by the indexer in the same transaction as the records, so that a
+    # list's `total` needs no COUNT over the table.
+    bounty_total = models.PositiveBigIntegerField(default=0)
+    submission_total = models.PositiveBigIntegerField(default=0)
+    dispute_total = models.PositiveBigIntegerField(default=0)
 
     class Meta:
         constraints = [

@@ -6,11 +6,12 @@ these functions, and serialize what they return; no query is built anywhere else
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Generic, Literal, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
 from django.conf import settings
-from django.db.models import QuerySet
+from django.db.models import Max, Min, QuerySet
 
 from indexer.models import SyncState
 from records.models import Bounty, Deployment, Dispute, Submission
@@ -39,6 +40,9 @@ SORT_FIELDS: dict[Resource, dict[str, str]] = {
         "bond": "bond_amount", "bond_amount": "bond_amount", "status": "status", "challenger": "challenger_id",
         "reason": "reason",
     },
+}
+TOTAL_FIELDS: dict[Resource, str] = {
+    "bounties": "bounty_total", "submissions": "submission_total", "disputes": "dispute_total",
 }
 ID_FIELDS: dict[Resource, str] = {"bounties": "bounty_id", "submissions": "submission_id", "disputes": "dispute_id"}
 MODELS: dict[Resource, type[Bounty] | type[Submission] | type[Dispute]] = {
@@ -106,16 +110,21 @@ def data_version(deployments: DeploymentFilter | Deployment | None = None) -> st
                                                                                                 "last_seq"))
 
 
-def record_list(query: ListQuery) -> QuerySet[Bounty] | QuerySet[Submission] | QuerySet[Dispute]:
-    """The records a list query matches, in its order (ties broken by ID, then deployment)."""
-    model = MODELS[query.resource]
-    records = model.objects.all()
-    if query.matches_nothing:
+def deployment_ids(deployments: DeploymentFilter) -> list[int]:
+    """The IDs of the indexed deployments a filter names (all of them without a filter)."""
+    query = Deployment.objects.all()
+    if deployments.chain_id is not None:
+        query = query.filter(chain_id=deployments.chain_id)
+    if deployments.contract_address is not None:
+        query = query.filter(contract_address=deployments.contract_address)
+    return list(query.order_by("pk").values_list("pk", flat=True))
+
+
+def _filtered(query: ListQuery, ids: list[int]) -> QuerySet[Any]:
+    records: QuerySet[Any] = MODELS[query.resource].objects.all()
+    if query.matches_nothing or not ids:
         return records.none()
-    if query.deployments.chain_id is not None:
-        records = records.filter(deployment__chain_id=query.deployments.chain_id)
-    if query.deployments.contract_address is not None:
-        records = records.filter(deployment__contract_address=query.deployments.contract_address)
+    records = records.filter(deployment_id=ids[0]) if len(ids) == 1 else records.filter(deployment_id__in=ids)
     if query.parent is not None:
         field, value = query.parent
         records = records.filter(**{field: value})
@@ -124,29 +133,74 @@ def record_list(query: ListQuery) -> QuerySet[Bounty] | QuerySet[Submission] | Q
         if term is None:
             return records.none()
         records = records.filter(search_text__contains=term)
-    key = SORT_FIELDS[query.resource].get(query.sort, ID_FIELDS[query.resource])
+    return records
+
+
+def _ordering(query: ListQuery, ids: list[int]) -> list[str]:
+    id_field = ID_FIELDS[query.resource]
+    key = SORT_FIELDS[query.resource].get(query.sort, id_field)
     sign = "-" if query.descending else ""
     order = [f"{sign}{key}"]
-    if key != ID_FIELDS[query.resource]:
-        order.append(f"{sign}{ID_FIELDS[query.resource]}")
-    order.append(f"{sign}deployment_id")
-    return records.order_by(*order)
+    if key != id_field:
+        order.append(f"{sign}{id_field}")
+    if len(ids) > 1:  # IDs repeat across deployments: the deployment completes the order
+        order.append(f"{sign}deployment_id")
+    return order
+
+
+def record_list(query: ListQuery) -> QuerySet[Any]:
+    """The records a list query matches, in its order (ties broken by ID, then deployment)."""
+    ids = deployment_ids(query.deployments)
+    return _filtered(query, ids).order_by(*_ordering(query, ids))
+
+
+def record_page(query: ListQuery, offset: int, limit: int) -> list[Any]:
+    """One page of the list. On the default order of one deployment the page is read as an ID
+    range instead of skipping `offset` rows: on-chain IDs run 1..N without gaps (a
+    reorganisation only removes the newest), so a deep page costs what the first one does."""
+    ids = deployment_ids(query.deployments)
+    records = _filtered(query, ids).order_by(*_ordering(query, ids))
+    id_field = ID_FIELDS[query.resource]
+    by_id = SORT_FIELDS[query.resource].get(query.sort, id_field) == id_field
+    if offset and by_id and len(ids) == 1 and query.parent is None and not query.q and not query.matches_nothing:
+        one = MODELS[query.resource].objects.filter(deployment_id=ids[0])
+        total = Deployment.objects.filter(pk=ids[0]).values_list(TOTAL_FIELDS[query.resource], flat=True).get()
+        low = one.aggregate(v=Min(id_field))["v"]
+        high = one.aggregate(v=Max(id_field))["v"]
+        if low is not None and high is not None and high - low + 1 == total:
+            edge = {f"{id_field}__lte": high - offset} if query.descending else {f"{id_field}__gte": low + offset}
+            return list(records.filter(**edge)[:limit])
+    return list(records[offset : offset + limit])
+
+
+def record_rows(query: ListQuery, chunk_size: int = 2_000) -> Iterator[Any]:
+    """Every matching record as a light named row (attribute access like a model instance),
+    streamed from the database in chunks: for unpaged arrays of any size in bounded memory."""
+    model = MODELS[query.resource]
+    fields = [f.attname for f in model._meta.concrete_fields if f.attname not in {"id", "search_text"}]
+    return record_list(query).values_list(*fields, named=True).iterator(chunk_size=chunk_size)
 
 
 def record_count(query: ListQuery) -> int:
-    """How many records the query matches; a parent's counter serves where it can."""
+    """How many records the query matches: the deployments' totals or a parent's counter where
+    they answer it, a COUNT otherwise."""
     if query.matches_nothing:
         return 0
-    if query.parent is not None and not query.q and query.deployments.contract_address is not None:
+    ids = deployment_ids(query.deployments)
+    if query.parent is None and not query.q:
+        totals = Deployment.objects.filter(pk__in=ids).values_list(TOTAL_FIELDS[query.resource], flat=True)
+        return int(sum(totals))
+    if query.parent is not None and not query.q and len(ids) == 1:
         field, value = query.parent
-        deployment = deployment_get(query.deployments.chain_id or 0, query.deployments.contract_address)
         if query.resource == "submissions" and field == "bounty_id":
-            bounty = bounty_get(deployment, value) if deployment else None
-            return bounty.submission_count if bounty else 0
+            counter = Bounty.objects.filter(deployment_id=ids[0], bounty_id=value).values_list(
+                "submission_count", flat=True).first()
+            return counter or 0
         if query.resource == "disputes" and field == "submission_id":
-            submission = submission_get(deployment, value) if deployment else None
-            return submission.dispute_count if submission else 0
-    return record_list(query).order_by().count()
+            counter = Submission.objects.filter(deployment_id=ids[0], submission_id=value).values_list(
+                "dispute_count", flat=True).first()
+            return counter or 0
+    return _filtered(query, ids).count()
 
 
 def bounty_get(deployment: Deployment, bounty_id: int) -> Bounty | None:

@@ -39,9 +39,16 @@ def bump_version(deployment: Deployment) -> None:
     SyncState.objects.filter(deployment=deployment).update(last_seq=F("last_seq") + 1)
 
 
+_TOTALS = {Bounty: "bounty_total", Submission: "submission_total", Dispute: "dispute_total"}
+
+
 def _save(record: Any) -> Any:
+    created = record.pk is None
     record.search_text = search_document(record)
     record.save()
+    if created:
+        total = _TOTALS[type(record)]
+        Deployment.objects.filter(pk=record.deployment_id).update(**{total: F(total) + 1})
     bump_version(record.deployment)
     return record
 

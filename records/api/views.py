@@ -25,7 +25,7 @@ from indexer.health import indexer_health
 from records.api import schema
 from records.api.caching import cache_key, cached_json, streamed_json_array
 from records.api.params import NoSuchDeployment, Page, parse_list, qualified_deployment
-from records.models import Bounty, Deployment, Dispute, Submission
+from records.models import Bounty, Deployment, Submission
 from records.representation import JsonRecord, bounty_json, checksum_address, dispute_json, rfc3339, submission_json
 from records.selectors import (
     ListQuery,
@@ -39,6 +39,8 @@ from records.selectors import (
     dispute_overview,
     record_count,
     record_list,
+    record_page,
+    record_rows,
     submission_get,
     submission_overview,
 )
@@ -49,12 +51,13 @@ STREAM_CHUNK = 1_000
 SERVICE_VERSION = "0.1.0"
 
 
-def serialize(record: Bounty | Submission | Dispute, deployment: Deployment, *, with_count: bool = False) -> JsonRecord:
-    """The record's JSON; `with_count` adds submission_count / dispute_count where the spec has them."""
+def serialize(resource: Resource, record: Any, deployment: Deployment, *, with_count: bool = False) -> JsonRecord:
+    """The record's JSON (a model instance or a named row of its fields); `with_count` adds
+    submission_count / dispute_count where the spec has them."""
     where = {"chain_id": deployment.chain_id, "contract_address": deployment.contract_address}
-    if isinstance(record, Bounty):
+    if resource == "bounties":
         return bounty_json(record, with_count=with_count, **where)
-    if isinstance(record, Submission):
+    if resource == "submissions":
         return submission_json(record, with_count=with_count, **where)
     return dispute_json(record, **where)
 
@@ -83,12 +86,10 @@ class RecordListView(ReadView):
 
 
 def _rows(query: ListQuery, page: Page | None) -> list[JsonRecord]:
-    records = record_list(query)
-    if page is not None:
-        records = records[page.offset : page.offset + page.limit]
+    records = record_page(query, page.offset, page.limit) if page is not None else list(record_list(query))
     deployments = deployments_by_id()
     with_count = page is not None and query.resource != "disputes"
-    return [serialize(r, deployments[r.deployment_id], with_count=with_count) for r in records]
+    return [serialize(query.resource, r, deployments[r.deployment_id], with_count=with_count) for r in records]
 
 
 def _count(query: ListQuery, version: str) -> int:
@@ -117,8 +118,8 @@ def _stream(query: ListQuery) -> Iterator[bytes]:
     first = True
     batch: list[bytes] = []
     yield b"["
-    for record in record_list(query).iterator(chunk_size=2_000):
-        batch.append(orjson.dumps(serialize(record, deployments[record.deployment_id])))
+    for row in record_rows(query):
+        batch.append(orjson.dumps(serialize(query.resource, row, deployments[row.deployment_id])))
         if len(batch) == STREAM_CHUNK:
             yield (b"" if first else b",") + b",".join(batch)
             first = False
@@ -174,7 +175,7 @@ class BountyDetail(RecordDetailView):
     noun = "bounty"
 
     def body(self, deployment: Deployment, record_id: int) -> Any:
-        return serialize(_found(bounty_get(deployment, record_id), self, record_id), deployment)
+        return serialize("bounties", _found(bounty_get(deployment, record_id), self, record_id), deployment)
 
 
 @schema.record_schema("submission_get", schema.Submission, "One submission")
@@ -182,7 +183,7 @@ class SubmissionDetail(RecordDetailView):
     noun = "submission"
 
     def body(self, deployment: Deployment, record_id: int) -> Any:
-        return serialize(_found(submission_get(deployment, record_id), self, record_id), deployment)
+        return serialize("submissions", _found(submission_get(deployment, record_id), self, record_id), deployment)
 
 
 @schema.record_schema("dispute_get", schema.Dispute, "One dispute")
@@ -190,7 +191,7 @@ class DisputeDetail(RecordDetailView):
     noun = "dispute"
 
     def body(self, deployment: Deployment, record_id: int) -> Any:
-        return serialize(_found(dispute_get(deployment, record_id), self, record_id), deployment)
+        return serialize("disputes", _found(dispute_get(deployment, record_id), self, record_id), deployment)
 
 
 @schema.record_schema("bounty_overview", schema.BountyOverview, "A bounty, its submissions and their disputes")
@@ -200,9 +201,9 @@ class BountyOverview(RecordDetailView):
     def body(self, deployment: Deployment, record_id: int) -> Any:
         overview = _found(bounty_overview(deployment, record_id), self, record_id)
         return {
-            "bounty": serialize(overview.record, deployment, with_count=True),
-            "submissions": [serialize(s, deployment, with_count=True) for s in overview.submissions],
-            "disputes": [serialize(d, deployment) for d in overview.disputes],
+            "bounty": serialize("bounties", overview.record, deployment, with_count=True),
+            "submissions": [serialize("submissions", s, deployment, with_count=True) for s in overview.submissions],
+            "disputes": [serialize("disputes", d, deployment) for d in overview.disputes],
         }
 
 
@@ -213,28 +214,29 @@ class SubmissionOverview(RecordDetailView):
     def body(self, deployment: Deployment, record_id: int) -> Any:
         overview = _found(submission_overview(deployment, record_id), self, record_id)
         return {
-            "submission": serialize(overview.record, deployment, with_count=True),
-            "bounty": _optional(overview.bounty, deployment),
-            "disputes": [serialize(d, deployment) for d in overview.disputes],
+            "submission": serialize("submissions", overview.record, deployment, with_count=True),
+            "bounty": _optional("bounties", overview.bounty, deployment),
+            "disputes": [serialize("disputes", d, deployment) for d in overview.disputes],
         }
 
 
-@schema.record_schema("dispute_overview", schema.DisputeOverview, "A dispute, its submission, bounty and sibling disputes")
+@schema.record_schema("dispute_overview", schema.DisputeOverview, "A dispute with its submission, bounty, siblings")
 class DisputeOverview(RecordDetailView):
     noun = "dispute"
 
     def body(self, deployment: Deployment, record_id: int) -> Any:
         overview = _found(dispute_overview(deployment, record_id), self, record_id)
         return {
-            "dispute": serialize(overview.record, deployment),
-            "submission": _optional(overview.submission, deployment, with_count=True),
-            "bounty": _optional(overview.bounty, deployment, with_count=True),
-            "sibling_disputes": [serialize(d, deployment) for d in overview.disputes],
+            "dispute": serialize("disputes", overview.record, deployment),
+            "submission": _optional("submissions", overview.submission, deployment),
+            "bounty": _optional("bounties", overview.bounty, deployment),
+            "sibling_disputes": [serialize("disputes", d, deployment) for d in overview.disputes],
         }
 
 
-def _optional(record: Bounty | Submission | None, deployment: Deployment, *, with_count: bool = True) -> Any:
-    return None if record is None else serialize(record, deployment, with_count=with_count)
+def _optional(resource: Resource, record: Bounty | Submission | None, deployment: Deployment) -> Any:
+    """A parent in an overview (with its count), or None if the mirror lacks it."""
+    return None if record is None else serialize(resource, record, deployment, with_count=True)
 
 
 @extend_schema_view(get=extend_schema(operation_id="health", summary="Service status and indexer flags",
