@@ -108,7 +108,7 @@ def parse_list(resource: Resource, params: QueryDict) -> tuple[ListQuery, Page |
         if name in params:
             if parent is not None:
                 raise ParseError("send at most one of bounty_id and submission_id")
-            parent = (name, parse_id(name, params[name]))
+            parent = (name, parse_id(name, str(params.get(name, ""))))
     matches_nothing = deployments.chain_id is not None and deployments.chain_id > BIGINT_MAX
     if parent is not None:
         try:

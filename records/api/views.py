@@ -54,12 +54,12 @@ SERVICE_VERSION = "0.1.0"
 def serialize(resource: Resource, record: Any, deployment: Deployment, *, with_count: bool = False) -> JsonRecord:
     """The record's JSON (a model instance or a named row of its fields); `with_count` adds
     submission_count / dispute_count where the spec has them."""
-    where = {"chain_id": deployment.chain_id, "contract_address": deployment.contract_address}
+    chain_id, address = deployment.chain_id, deployment.contract_address
     if resource == "bounties":
-        return bounty_json(record, with_count=with_count, **where)
+        return bounty_json(record, chain_id=chain_id, contract_address=address, with_count=with_count)
     if resource == "submissions":
-        return submission_json(record, with_count=with_count, **where)
-    return dispute_json(record, **where)
+        return submission_json(record, chain_id=chain_id, contract_address=address, with_count=with_count)
+    return dispute_json(record, chain_id=chain_id, contract_address=address)
 
 
 class ReadView(APIView):
@@ -96,8 +96,11 @@ def _count(query: ListQuery, version: str) -> int:
     """The total, cached per filter and data version: every page and sort of a filter shares it."""
     filters = (query.resource, query.deployments, query.parent, query.q, query.matches_nothing, version)
     key = "count:" + hashlib.sha256(repr(filters).encode()).hexdigest()
-    total: int = cache.get_or_set(key, lambda: record_count(query), settings.BOUNTY_API_CACHE_SECONDS)
-    return total
+    total = cache.get(key)
+    if total is None:
+        total = record_count(query)
+        cache.set(key, total, settings.BOUNTY_API_CACHE_SECONDS)
+    return int(total)
 
 
 def _page_body(query: ListQuery, page: Page, version: str) -> dict[str, Any]:
@@ -250,10 +253,10 @@ class Health(APIView):
                 cursor.execute("SELECT 1")
             health = indexer_health(active_deployment())
         except DatabaseError as exc:
-            response = JsonResponse({"status": "error", "version": SERVICE_VERSION,
+            unreachable = JsonResponse({"status": "error", "version": SERVICE_VERSION,
                                      "detail": f"database unreachable: {type(exc).__name__}"}, status=503)
-            response["Cache-Control"] = "no-store"
-            return response
+            unreachable["Cache-Control"] = "no-store"
+            return unreachable
         degraded = health["enabled"] and not (health["running"] and health["synced"])
         contract = settings.BOUNTY_CONTRACT_ADDRESS
         usdc = settings.BOUNTY_USDC_ADDRESS
