@@ -195,3 +195,43 @@ class Dispute(ChainRecord):
 
     def __str__(self) -> str:
         return f"dispute {self.dispute_id} ({self.deployment_id})"
+
+
+class DisputeReviewQueue(Dispute):
+    """Disputes pending human review, oldest first: the moderators' queue in the admin."""
+
+    class Meta:
+        proxy = True
+        verbose_name = "dispute pending review"
+        verbose_name_plural = "review queue: disputes pending review"
+
+
+class Recommendation(models.TextChoices):
+    UPHOLD = "uphold"
+    REJECT = "reject"
+
+
+class ModeratorNote(models.Model):
+    """A moderator's recommendation on a dispute, kept by the service (not on chain).
+
+    The decision itself takes effect only when the arbiter's wallet sends resolveDispute and
+    the indexer sees it. Notes are attached to the dispute's on-chain identity, not to the row,
+    so they survive a re-index of the deployment."""
+
+    deployment = models.ForeignKey(Deployment, on_delete=models.PROTECT, related_name="+")
+    dispute_id = models.PositiveBigIntegerField(verbose_name="dispute ID")
+    recommendation = models.CharField(max_length=6, choices=Recommendation.choices)
+    text = models.TextField()
+    author = models.ForeignKey("auth.User", on_delete=models.PROTECT, related_name="moderator_notes")
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+
+    class Meta:
+        ordering = ["created_at", "pk"]
+        indexes = [models.Index(fields=["deployment", "dispute_id", "created_at"], name="note_dispute_idx")]
+        constraints = [
+            models.CheckConstraint(condition=Q(recommendation__in=Recommendation.values),
+                                   name="note_recommendation_valid"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.recommendation} on dispute {self.dispute_id} by {self.author}"

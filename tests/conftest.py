@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from web3 import Web3
@@ -31,3 +32,9 @@ def chain(anvil_chain: tuple[Web3, DevDeployment]) -> Iterator[Chain]:
         yield Chain(w3, deployment)
     finally:
         assert w3.provider.make_request("evm_revert", [snapshot])["result"] is True  # type: ignore[arg-type]
+
+
+@pytest.fixture(autouse=True)
+def _fast_password_hashing(settings: Any) -> None:
+    """PBKDF2 at production strength costs a second per test user; tests need no strength."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

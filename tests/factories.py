@@ -86,7 +86,8 @@ def make_bounty(deployment: Deployment | None = None, **fields: Any) -> Bounty:
     }
     values.update(fields)
     values.setdefault("prompt", values["metadata_uri"])
-    return _save(Bounty(**values))
+    bounty: Bounty = _save(Bounty(**values))
+    return bounty
 
 
 def make_submission(bounty: Bounty, **fields: Any) -> Submission:
@@ -105,7 +106,8 @@ def make_submission(bounty: Bounty, **fields: Any) -> Submission:
     values.setdefault("content", values["metadata_uri"])
     Bounty.objects.filter(pk=bounty.pk).update(submission_count=F("submission_count") + 1)
     bounty.refresh_from_db(fields=["submission_count"])
-    return _save(Submission(**values))
+    submission: Submission = _save(Submission(**values))
+    return submission
 
 
 def make_dispute(submission: Submission, **fields: Any) -> Dispute:
@@ -123,4 +125,5 @@ def make_dispute(submission: Submission, **fields: Any) -> Dispute:
     values.setdefault("reason", values["metadata_uri"])
     Submission.objects.filter(pk=submission.pk).update(dispute_count=F("dispute_count") + 1)
     submission.refresh_from_db(fields=["dispute_count"])
-    return _save(Dispute(**values))
+    dispute: Dispute = _save(Dispute(**values))
+    return dispute

@@ -1,0 +1,244 @@
+"""The moderators' admin: read-only mirrored records, the review queue, and a review page per
+dispute with notes and the prepared resolveDispute transaction.
+
+The chain is the authority: nobody, superusers included, adds, changes or deletes a mirrored
+record here. A moderator's decision takes effect when the arbiter's wallet sends the prepared
+transaction and the indexer sees it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.contrib import admin, messages
+from django.contrib.auth.models import User
+from django.core.exceptions import PermissionDenied
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils import timezone
+from django.utils.html import format_html, format_html_join
+from django.utils.timesince import timesince
+
+from records.models import (
+    Bounty,
+    Dispute,
+    DisputeReviewQueue,
+    DisputeStatus,
+    ModeratorNote,
+    Submission,
+)
+from records.moderation import NoteForm, dispute_review
+from records.representation import checksum_address
+from records.search import search_term
+from records.templatetags.records_format import usdc
+
+admin.site.site_header = "Bounty moderation"
+admin.site.site_title = "Bounty moderation"
+admin.site.index_title = "Mirrored records and the dispute review queue"
+
+
+def _link(url_name: str, args: list[Any], text: str, query: str = "") -> str:
+    return format_html('<a href="{}{}">{}</a>', reverse(url_name, args=args), query, text)
+
+
+class MirroredAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+    """View only: the records mirror the chain."""
+
+    list_per_page = 50
+    show_full_result_count = False  # no COUNT(*) over a million rows per page view
+    list_select_related = ["deployment"]
+    search_help_text = "IDs, addresses, hashes, status or metadata text (case-insensitive substring)"
+    search_fields = ["search_text"]  # the search itself is get_search_results below
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def get_search_results(self, request: HttpRequest, queryset: QuerySet[Any],
+                           search_term_raw: str) -> tuple[QuerySet[Any], bool]:
+        for word in search_term_raw.split():
+            term = search_term(word)
+            queryset = queryset.none() if term is None else queryset.filter(search_text__contains=term)
+        return queryset, False
+
+    def get_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:  # type: ignore[override]
+        return [f.name for f in self.model._meta.concrete_fields if f.name not in {"id", "search_text"}] + list(
+            self.extra_readonly
+        )
+
+    extra_readonly: tuple[str, ...] = ()
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+        return self.get_fields(request, obj)
+
+
+@admin.register(Bounty)
+class BountyAdmin(MirroredAdmin):
+    list_display = ["bounty_id", "status", "reward", "poster_address", "submission_count", "deadline",
+                    "created_at", "deployment"]
+    list_filter = ["status", "deployment", "created_at", "deadline"]
+    ordering = ["-created_at", "-bounty_id"]
+    extra_readonly = ("related",)
+
+    @admin.display(description="reward", ordering="bounty_amount")
+    def reward(self, bounty: Bounty) -> str:
+        return usdc(bounty.bounty_amount)
+
+    @admin.display(description="poster", ordering="poster")
+    def poster_address(self, bounty: Bounty) -> str:
+        return checksum_address(bounty.poster)
+
+    @admin.display(description="related records")
+    def related(self, bounty: Bounty) -> str:
+        where = f"?deployment__id__exact={bounty.deployment_id}&bounty_id={bounty.bounty_id}"
+        return format_html(
+            "{} · {}",
+            _link("admin:records_submission_changelist", [], f"{bounty.submission_count} submissions", where),
+            _link("admin:records_dispute_changelist", [], "disputes", where),
+        )
+
+
+@admin.register(Submission)
+class SubmissionAdmin(MirroredAdmin):
+    list_display = ["submission_id", "status", "bounty_link", "claimant_address", "bond", "dispute_count",
+                    "review_deadline", "created_at"]
+    list_filter = ["status", "deployment", "created_at", "review_deadline"]
+    ordering = ["-created_at", "-submission_id"]
+    extra_readonly = ("related",)
+
+    @admin.display(description="bounty", ordering="bounty_id")
+    def bounty_link(self, submission: Submission) -> str:
+        bounty = Bounty.objects.filter(deployment_id=submission.deployment_id, bounty_id=submission.bounty_id).first()
+        if bounty is None:
+            return f"#{submission.bounty_id} (not mirrored)"
+        return _link("admin:records_bounty_change", [bounty.pk], f"bounty {bounty.bounty_id}")
+
+    @admin.display(description="claimant", ordering="claimant")
+    def claimant_address(self, submission: Submission) -> str:
+        return checksum_address(submission.claimant)
+
+    @admin.display(description="bond", ordering="bond_amount")
+    def bond(self, submission: Submission) -> str:
+        return usdc(submission.bond_amount)
+
+    @admin.display(description="related records")
+    def related(self, submission: Submission) -> str:
+        where = f"?deployment__id__exact={submission.deployment_id}&submission_id={submission.submission_id}"
+        return format_html(
+            "{} · {}",
+            self.bounty_link(submission),
+            _link("admin:records_dispute_changelist", [], f"{submission.dispute_count} disputes", where),
+        )
+
+
+@admin.register(Dispute)
+class DisputeAdmin(MirroredAdmin):
+    list_display = ["dispute_id", "status", "bounty_id", "submission_id", "challenger", "bond", "created_at",
+                    "review_link"]
+    list_filter = ["status", "deployment", "created_at"]
+    ordering = ["-created_at", "-dispute_id"]
+    extra_readonly = ("related",)
+
+    @admin.display(description="challenger", ordering="challenger_id")
+    def challenger(self, dispute: Dispute) -> str:
+        return checksum_address(dispute.challenger_id)
+
+    @admin.display(description="bond", ordering="bond_amount")
+    def bond(self, dispute: Dispute) -> str:
+        return usdc(dispute.bond_amount)
+
+    @admin.display(description="review")
+    def review_link(self, dispute: Dispute) -> str:
+        return _link("admin:records_dispute_review", [dispute.pk], "review")
+
+    @admin.display(description="related records")
+    def related(self, dispute: Dispute) -> str:
+        siblings = Dispute.objects.filter(deployment_id=dispute.deployment_id, submission_id=dispute.submission_id
+                                          ).exclude(pk=dispute.pk).order_by("dispute_id")
+        return format_html(
+            "{} · {}<br>sibling disputes: {}",
+            self.review_link(dispute),
+            _link("admin:records_submission_changelist", [],
+                  f"submission {dispute.submission_id}",
+                  f"?deployment__id__exact={dispute.deployment_id}&submission_id={dispute.submission_id}"),
+            format_html_join(", ", "{}", ((_link("admin:records_dispute_change", [s.pk], f"#{s.dispute_id}"),)
+                                          for s in siblings)) or "none",
+        )
+
+    def get_urls(self) -> list[Any]:
+        review = path("<int:pk>/review/", self.admin_site.admin_view(self.review_view), name="records_dispute_review")
+        return [review, *super().get_urls()]
+
+    def review_view(self, request: HttpRequest, pk: int) -> HttpResponse:
+        if not request.user.has_perm("records.view_dispute"):
+            raise PermissionDenied
+        dispute = Dispute.objects.select_related("deployment").filter(pk=pk).first()
+        if dispute is None:
+            messages.error(request, f"No dispute with key {pk}: it may have been removed by a chain reorganisation.")
+            return HttpResponseRedirect(reverse("admin:records_disputereviewqueue_changelist"))
+        if not isinstance(request.user, User):
+            raise PermissionDenied
+        form = NoteForm(request.POST or None)
+        if request.method == "POST":
+            if not request.user.has_perm("records.add_moderatornote"):
+                raise PermissionDenied
+            if form.is_valid():
+                ModeratorNote.objects.create(
+                    deployment=dispute.deployment, dispute_id=dispute.dispute_id, author=request.user,
+                    recommendation=form.cleaned_data["recommendation"], text=form.cleaned_data["text"],
+                )
+                messages.success(request, "Note added.")
+                return HttpResponseRedirect(request.path)
+        review = dispute_review(dispute)
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.model._meta,
+            "title": f"Review dispute {dispute.dispute_id}",
+            "review": review,
+            "form": form,
+            "can_add_note": request.user.has_perm("records.add_moderatornote"),
+            "transactions_json": {name: json.dumps(tx, indent=2) for name, tx in review.transactions.items()},
+        }
+        return TemplateResponse(request, "admin/records/dispute/review.html", context)
+
+
+@admin.register(DisputeReviewQueue)
+class DisputeReviewQueueAdmin(MirroredAdmin):
+    """The disputes waiting for a moderator, oldest first; each row opens its review page."""
+
+    list_display = ["dispute_id", "pending_for", "bounty_id", "submission_id", "challenger", "notes",
+                    "review_link"]
+    list_display_links = None
+    list_filter = ["deployment"]
+    ordering = ["created_at", "dispute_id"]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
+        return super().get_queryset(request).filter(status=DisputeStatus.PENDING_HUMAN_REVIEW)
+
+    @admin.display(description="pending for", ordering="created_at")
+    def pending_for(self, dispute: Dispute) -> str:
+        return timesince(dispute.created_at, timezone.now())
+
+    @admin.display(description="challenger")
+    def challenger(self, dispute: Dispute) -> str:
+        return checksum_address(dispute.challenger_id)
+
+    @admin.display(description="notes")
+    def notes(self, dispute: Dispute) -> int:
+        return ModeratorNote.objects.filter(deployment_id=dispute.deployment_id, dispute_id=dispute.dispute_id).count()
+
+    @admin.display(description="review")
+    def review_link(self, dispute: Dispute) -> str:
+        return _link("admin:records_dispute_review", [dispute.pk], "review")
+
+    def change_view(self, request: HttpRequest, object_id: str, form_url: str = "",
+                    extra_context: dict[str, Any] | None = None) -> HttpResponse:
+        return HttpResponseRedirect(reverse("admin:records_dispute_review", args=[object_id]))

@@ -1,0 +1,107 @@
+"""What a moderator's review page shows for one dispute.
+
+Metadata is parsed with the client library and checked against the record's metadata hash;
+the resolution is prepared with the client library's transaction builder for the arbiter's
+wallet. Nothing here writes to the chain or to the mirrored records.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from django import forms
+
+from bounty_client import TransactionBuilder
+from bounty_client.deployment import Deployment as ClientDeployment
+from bounty_client.metadata import metadata_hash, parse_metadata_uri
+from records.models import (
+    Bounty,
+    Dispute,
+    DisputeStatus,
+    ModeratorNote,
+    Recommendation,
+    Submission,
+    SubmissionStatus,
+)
+
+
+class NoteForm(forms.Form):
+    recommendation = forms.ChoiceField(choices=Recommendation.choices, widget=forms.RadioSelect)
+    text = forms.CharField(widget=forms.Textarea(attrs={"rows": 4, "cols": 80}), max_length=10_000)
+
+
+@dataclass(frozen=True)
+class Metadata:
+    """A record's metadata as a moderator sees it."""
+
+    uri: str
+    parsed: str | None  # pretty JSON when the URI is inline and parses
+    hash_matches: bool | None  # None when there is nothing inline to hash
+
+    @classmethod
+    def of(cls, record: Bounty | Submission | Dispute) -> Metadata:
+        value = parse_metadata_uri(record.metadata_uri)
+        if value is None:
+            return cls(uri=record.metadata_uri, parsed=None, hash_matches=None)
+        pretty = json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
+        return cls(uri=record.metadata_uri, parsed=pretty, hash_matches=metadata_hash(value) == record.metadata_hash)
+
+
+@dataclass(frozen=True)
+class DisputeReview:
+    dispute: Dispute
+    submission: Submission | None
+    bounty: Bounty | None
+    siblings: list[Dispute]
+    metadata: dict[str, Metadata]
+    pending: bool
+    notes: list[ModeratorNote]
+    transactions: dict[str, dict[str, Any]]
+    resolvable: bool
+    why_not: str
+
+
+def dispute_review(dispute: Dispute) -> DisputeReview:
+    deployment = dispute.deployment
+    submission = Submission.objects.filter(deployment=deployment, submission_id=dispute.submission_id).first()
+    bounty = Bounty.objects.filter(deployment=deployment, bounty_id=dispute.bounty_id).first()
+    siblings = list(Dispute.objects.filter(deployment=deployment, submission_id=dispute.submission_id)
+                    .exclude(pk=dispute.pk).order_by("dispute_id"))
+    metadata = {"dispute": Metadata.of(dispute)}
+    if submission is not None:
+        metadata["submission"] = Metadata.of(submission)
+    if bounty is not None:
+        metadata["bounty"] = Metadata.of(bounty)
+    pending = dispute.status == DisputeStatus.PENDING_HUMAN_REVIEW
+    builder = TransactionBuilder(ClientDeployment(
+        chain_id=deployment.chain_id, contract_address=deployment.contract_address,
+        usdc_address=deployment.usdc_address,
+    ))
+    transactions: dict[str, dict[str, Any]] = {}
+    why_not = ""
+    if not pending:
+        why_not = f"This dispute is already {dispute.get_status_display()}."
+    elif submission is not None and submission.status == SubmissionStatus.REJECTED:
+        why_not = ("Its submission was already rejected through another dispute: the arbiter cannot resolve it, "
+                   "but anyone can cancel it, which returns the challenger's bond.")
+        transactions["cancel"] = dict(builder.cancel_resolved_dispute(dispute.dispute_id))
+    elif submission is None or submission.status != SubmissionStatus.DISPUTED:
+        why_not = "Its submission is not in the disputed state, so the arbiter cannot resolve it."
+    else:
+        transactions["uphold"] = dict(builder.resolve_dispute(dispute.dispute_id, True))
+        transactions["reject"] = dict(builder.resolve_dispute(dispute.dispute_id, False))
+    return DisputeReview(
+        dispute=dispute,
+        submission=submission,
+        bounty=bounty,
+        siblings=siblings,
+        metadata=metadata,
+        pending=pending,
+        notes=list(ModeratorNote.objects.filter(deployment=deployment, dispute_id=dispute.dispute_id)
+                   .select_related("author")),
+        transactions=transactions,
+        resolvable="uphold" in transactions,
+        why_not=why_not,
+    )

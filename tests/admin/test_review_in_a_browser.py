@@ -1,0 +1,124 @@
+"""A moderator's session in a real browser (Debian's Chromium driven by Playwright).
+
+Logs in, opens the queue from the admin index, opens a dispute, adds a note, and prepares the
+resolution; then sends it with a browser wallet and sees the dispute resolved once the indexer
+has seen the transaction. No wallet extension runs in a headless browser, so the page gets a
+minimal EIP-1193 provider that forwards every request to the real anvil node, where the
+arbiter's account is unlocked: the transaction the page sends is really mined and indexed.
+Screenshots for a person to look at go to var/screenshots/.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from django.contrib.auth.models import Group, User
+from playwright.sync_api import Browser, Page, expect, sync_playwright
+
+from contracts.demo import seed_demo_activity
+from indexer.sync import Indexer
+from records.models import Dispute
+from tests.admin.conftest import PASSWORD
+from tests.chain import Chain
+from tests.indexer.conftest import config_for, index_to_head
+
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "var" / "screenshots"
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+WALLET = """
+window.ethereum = {
+  isTestWallet: true,
+  async request({ method, params }) {
+    if (method === "eth_requestAccounts") { return ["%(arbiter)s"]; }
+    if (method === "wallet_switchEthereumChain") { return null; }
+    const response = await fetch("%(rpc)s", {
+      method: "POST", headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ jsonrpc: "2.0", id: Date.now(), method, params: params || [] }),
+    });
+    const answer = await response.json();
+    if (answer.error) { throw new Error(answer.error.message); }
+    return answer.result;
+  },
+};
+"""
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def browser(django_db_setup: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[Browser]:
+    # Playwright's sync API runs an event loop in this thread, which makes Django refuse its
+    # (still synchronous) ORM calls here unless told that this is fine.
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    with sync_playwright() as playwright:
+        instance = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS)
+        yield instance
+        instance.close()
+
+
+def shot(page: Page, name: str) -> None:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / f"admin-{name}.png"), full_page=True)
+
+
+def test_a_moderator_reviews_a_dispute_and_the_arbiter_resolves_it(
+    chain: Chain, live_server: object, browser: Browser
+) -> None:
+    seed_demo_activity(chain.w3, chain.deployment)
+    indexer = Indexer(config_for(chain))
+    indexer.ensure_deployment()
+    index_to_head(indexer)
+    user = User.objects.create_user("moderator", password=PASSWORD, is_staff=True)
+    user.groups.add(Group.objects.get(name="Moderators"))
+    target = Dispute.objects.filter(status="pending_human_review", submission_id=5).get()
+
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    context.add_init_script(WALLET % {"arbiter": chain.deployment.arbiter, "rpc": chain.deployment.rpc_url})
+    page = context.new_page()
+    base = str(live_server)
+
+    page.goto(f"{base}/admin/login/?next=/admin/")
+    page.fill("#id_username", "moderator")
+    page.fill("#id_password", PASSWORD)
+    page.click("input[type=submit]")
+    expect(page.get_by_role("link", name="Review queue: disputes pending review")).to_be_visible()
+    shot(page, "1-index")
+
+    page.get_by_role("link", name="Review queue: disputes pending review").click()
+    rows = page.locator("#result_list tbody tr")
+    expect(rows).to_have_count(3)
+    shot(page, "2-queue")
+
+    page.locator(f'a[href$="/admin/records/dispute/{target.pk}/review/"]').first.click()
+    expect(page.locator("#dispute-panel")).to_contain_text(f"Dispute {target.dispute_id}")
+    expect(page.locator("#submission-panel")).to_contain_text("Submission 5")
+    expect(page.locator("#bounty-panel")).to_contain_text("Bounty 3")
+    expect(page.locator(".hash-ok")).to_have_count(3)
+    expect(page.locator("#pending-for")).to_be_visible()
+
+    page.check("input[name=recommendation][value=uphold]")
+    page.fill("textarea[name=text]", "The tests are copied from another project without attribution.")
+    page.click("#note-form input[type=submit]")
+    expect(page.locator("#notes")).to_contain_text("moderator, ")
+    expect(page.locator("#notes")).to_contain_text("without attribution")
+    shot(page, "3-review-with-note")
+
+    uphold = page.locator("#tx-uphold")
+    expect(uphold.locator(".tx-json")).to_contain_text('"value": "0x0"')
+    expect(page.locator("#wallet-hint")).to_be_hidden()
+    uphold.locator(".send-tx").click()
+    expect(uphold.locator(".tx-result")).to_contain_text("Sent: 0x", timeout=15_000)
+    shot(page, "4-resolution-sent")
+
+    index_to_head(indexer)
+    page.reload()
+    expect(page.locator("#dispute-status")).to_have_text("Upheld")
+    expect(page.locator("#tx-uphold")).to_have_count(0)
+    shot(page, "5-resolved")
+    context.close()
+    target.refresh_from_db()
+    assert target.status == "upheld"
