@@ -20,6 +20,7 @@ from typing import Any
 
 from web3 import Web3
 from web3.contract import Contract
+from web3.types import RPCEndpoint
 
 from contracts.artifacts import load_artifact
 
@@ -97,7 +98,9 @@ class Anvil:
 
     def start(self, timeout: float = 30.0) -> Web3:
         self.process = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL)
-        w3 = Web3(Web3.HTTPProvider(self.rpc_url, request_kwargs={"timeout": 10}))
+        # web3 asks for the chain ID before every call; the dev chain's never changes.
+        w3 = Web3(Web3.HTTPProvider(self.rpc_url, request_kwargs={"timeout": 10}, cache_allowed_requests=True,
+                                    cacheable_requests={RPCEndpoint("eth_chainId")}))
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, cached_property
 from typing import Any
 
 from eth_abi.abi import decode as abi_decode
@@ -56,11 +56,11 @@ class Chain:
     w3: Web3
     deployment: DevDeployment
 
-    @property
+    @cached_property
     def board(self) -> Contract:
         return bounty_contract(self.w3, self.deployment.contract_address)
 
-    @property
+    @cached_property
     def usdc(self) -> Contract:
         return usdc_contract(self.w3, self.deployment.usdc_address)
 
@@ -96,7 +96,9 @@ class Chain:
         return int(self.w3.eth.get_block("latest")["timestamp"])
 
     def set_next_timestamp(self, timestamp: int) -> None:
-        """The next mined block (and gas estimates for it) get exactly this timestamp."""
+        """The next mined block gets exactly this timestamp. Gas estimates still run against the
+        latest block, so a call that is valid only at this time needs a fixed gas limit
+        (`revert_of` sets one; tests/contracts/scenario.py has `send_at`)."""
         self.w3.provider.make_request("evm_setNextBlockTimestamp", [timestamp])  # type: ignore[arg-type]
 
     def mine(self, timestamp: int | None = None) -> None:

@@ -55,6 +55,7 @@ contract BountyBoard {
     }
 
     uint256 public constant BPS_DENOMINATOR = 10_000;
+    uint64 public constant MAX_REVIEW_WINDOW = 365 days;
 
     IERC20Minimal public immutable usdc;
     address public owner;
@@ -181,7 +182,10 @@ contract BountyBoard {
         returns (uint256 bountyId)
     {
         if (rewardAmount == 0) revert ZeroAmount();
-        if (duration == 0 || uint256(block.timestamp) + duration > type(uint64).max) revert InvalidDuration();
+        // The deadline, and the review deadline of a submission made at it, must fit in uint64.
+        if (duration == 0 || uint256(block.timestamp) + duration + reviewWindow > type(uint64).max) {
+            revert InvalidDuration();
+        }
         (uint256 fee, uint256 bond) = _quote(rewardAmount);
         bountyId = ++bountyCount;
         Bounty storage b = _bounties[bountyId];
@@ -364,7 +368,10 @@ contract BountyBoard {
         external
         onlyOwner
     {
-        if (postFeeBps_ > BPS_DENOMINATOR || submissionBondBps_ > BPS_DENOMINATOR || reviewWindow_ == 0) {
+        if (
+            postFeeBps_ > BPS_DENOMINATOR || submissionBondBps_ > BPS_DENOMINATOR || reviewWindow_ == 0
+                || reviewWindow_ > MAX_REVIEW_WINDOW
+        ) {
             revert InvalidParameters();
         }
         postFeeBps = postFeeBps_;
