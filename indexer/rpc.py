@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
+import orjson
 
 logger = logging.getLogger(__name__)
 
@@ -55,13 +56,15 @@ class RetriesExhausted(RpcError):
 
 _RANGE_HINTS = re.compile(
     r"block range|range (?:is )?too (?:large|wide|big)|too many (?:results|logs|blocks)|returned more than|"
-    r"response size|max(?:imum)? results|exceeds? max|range limit|limited to a|query timeout|limit exceeded",
+    r"response size|max(?:imum)? results|exceeds? max|range limit|limited to a|query timeout|limit exceeded|"
+    r"exceeds? (?:the )?limit",
     re.IGNORECASE,
 )
 _TRANSIENT_HINTS = re.compile(
     r"rate limit|too many requests|try again|temporarily|timeout|timed out|header not found|busy|overload",
     re.IGNORECASE,
 )
+_LIMIT_OF = re.compile(r"limit of\s*(\d[\d,_]*)\s*(k)?", re.IGNORECASE)  # Infura: "range N exceeds limit of M"
 _SUGGESTED_RANGE = re.compile(r"\[\s*(0x[0-9a-fA-F]+|\d+)\s*,\s*(0x[0-9a-fA-F]+|\d+)\s*\]")
 _SPAN = re.compile(
     r"(?:range(?: limit)?|limited to an?|up to an?|maximum block range:?|max(?:imum)? range:?)\s*(?:of\s*)?"
@@ -82,12 +85,12 @@ def classify_error(error: dict[str, Any]) -> Exception:
     detail = f"{message} {json.dumps(data) if data is not None else ''}"
     if _RANGE_HINTS.search(detail) and not re.search(r"rate limit|too many requests", detail, re.IGNORECASE):
         suggested_to: int | None = None
-        if isinstance(data, dict) and "to" in data:
+        if isinstance(data, dict) and re.fullmatch(r"0x[0-9a-fA-F]+|\d+", str(data.get("to", ""))):
             suggested_to = _number(str(data["to"]))
         elif match := _SUGGESTED_RANGE.search(detail):
             suggested_to = _number(match.group(2))
         max_span: int | None = None
-        if match := _SPAN.search(detail):
+        if match := _LIMIT_OF.search(detail) or _SPAN.search(detail):
             max_span = _number(match.group(1)) * (1000 if match.group(2) else 1)
         return RangeTooLarge(message, max_span=max_span, suggested_to=suggested_to, code=code, data=data)
     if code == 429 or _TRANSIENT_HINTS.search(message):
@@ -107,6 +110,18 @@ class Backoff:
         if retry_after is not None:
             return min(self.cap, max(retry_after, 0.0))
         return float(random.uniform(0, min(self.cap, self.base * 2**attempt)))
+
+
+def _json_rpc_error(response: httpx.Response) -> dict[str, Any] | None:
+    """The JSON-RPC error object in a response body, if it holds one."""
+    try:
+        answer = orjson.loads(response.content)
+    except orjson.JSONDecodeError:
+        return None
+    if isinstance(answer, list) and answer:
+        answer = answer[0]
+    error = answer.get("error") if isinstance(answer, dict) else None
+    return error if isinstance(error, dict) else None
 
 
 class RpcClient:
@@ -152,6 +167,19 @@ class RpcClient:
                 self._sleep(delay)
                 attempt += 1
 
+    @staticmethod
+    def _parse(response: httpx.Response) -> Any:
+        # orjson parses a large getLogs answer several times faster; what it refuses but the
+        # standard parser reads (NaN, text that is not UTF-8) goes the slow way.
+        try:
+            return orjson.loads(response.content)
+        except orjson.JSONDecodeError:
+            pass
+        try:
+            return response.json()
+        except ValueError as exc:
+            raise TransientRpcError(f"response is not JSON ({len(response.content)} bytes)") from exc
+
     def _send(self, calls: Sequence[tuple[str, Sequence[Any]]]) -> list[Any]:
         first_id = self._next_id
         self._next_id += len(calls)
@@ -161,7 +189,7 @@ class RpcClient:
         ]
         body = payload[0] if len(payload) == 1 else payload
         try:
-            response = self._http.post(self.url, content=json.dumps(body))
+            response = self._http.post(self.url, content=orjson.dumps(body))
         except httpx.TimeoutException as exc:
             raise TransientRpcError(f"timeout: {exc!r}") from exc
         except httpx.TransportError as exc:
@@ -173,11 +201,13 @@ class RpcClient:
                 retry_after=float(retry_after) if retry_after and retry_after.isdigit() else None,
             )
         if response.status_code != 200:
+            # Providers send JSON-RPC errors with 4xx statuses too (Alchemy's range refusals
+            # with 400, QuickNode's with 413): an error in the body is classified as usual.
+            error = _json_rpc_error(response)
+            if error is not None:
+                raise classify_error(error)
             raise RpcError(f"HTTP {response.status_code} from {self.url}: {response.text[:200]}")
-        try:
-            answer = response.json()
-        except ValueError as exc:
-            raise TransientRpcError(f"response is not JSON ({len(response.content)} bytes)") from exc
+        answer = self._parse(response)
         answers = answer if isinstance(answer, list) else [answer]
         by_id = {item.get("id"): item for item in answers if isinstance(item, dict)}
         results = []

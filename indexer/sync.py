@@ -21,6 +21,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from indexer.bulk import insert_rows
 from indexer.events import RECORD_EVENT_TOPICS, RecordEvent, UndecodableLog, decode_log
 from indexer.locks import deployment_lock
 from indexer.models import AppliedLog, ChangeLogEntry, IndexedBlock, SyncState
@@ -29,6 +30,10 @@ from indexer.transitions import Message, RecordStore, apply_event, chain_time, u
 from records.models import Deployment
 
 logger = logging.getLogger(__name__)
+
+_LEDGER_COLUMNS = ("deployment_id", "block_number", "block_hash", "tx_hash", "log_index", "event", "undo")
+_CHANGE_COLUMNS = ("deployment_id", "seq", "type", "payload", "block_number", "created_at")
+_BLOCK_COLUMNS = ("deployment_id", "number", "hash", "parent_hash", "timestamp")
 
 
 class IndexerError(RuntimeError):
@@ -105,6 +110,7 @@ class LogFetcher:
                     allowed = exc.suggested_to - start + 1
                 elif exc.max_span is not None and exc.max_span < to - start + 1:
                     allowed = exc.max_span
+                    self.max_span = min(self.max_span, exc.max_span)  # the node's limit: never grow past it
                 else:
                     allowed = max(1, (to - start + 1) // 2)
                 logger.info("node refused blocks %d-%d (%s); trying %d blocks", start, to, exc, allowed)
@@ -254,29 +260,24 @@ class Indexer:
         store = RecordStore(deployment)
         store.load(events)
         seq = locked.last_seq
-        ledger: list[AppliedLog] = []
-        changes: list[ChangeLogEntry] = []
+        times = {number: chain_time(int(header["timestamp"], 16)) for number, header in headers.items()}
+        ledger: list[tuple[Any, ...]] = []
+        changes: list[tuple[Any, ...]] = []
         counts: Counter[str] = Counter()
         for event in events:
-            block_time = chain_time(int(headers[event.log.block_number]["timestamp"], 16))
-            applied = apply_event(store, event, block_time)
-            ledger.append(AppliedLog(
-                deployment=deployment, block_number=event.log.block_number, block_hash=event.log.block_hash,
-                tx_hash=event.log.tx_hash, log_index=event.log.log_index, event=type(event).__name__,
-                undo=applied.undo,
-            ))
+            log = event.log
+            applied = apply_event(store, event, times[log.block_number])
+            ledger.append((deployment.pk, log.block_number, log.block_hash, log.tx_hash, log.log_index,
+                           type(event).__name__, applied.undo))
             for message in applied.messages:
                 seq += 1
                 changes.append(self._entry(deployment, seq, message))
                 counts[message.type] += 1
         store.save()
-        AppliedLog.objects.bulk_create(ledger, batch_size=1000)
-        ChangeLogEntry.objects.bulk_create(changes, batch_size=1000)
-        IndexedBlock.objects.bulk_create(
-            [IndexedBlock(deployment=deployment, number=n, hash=h["hash"], parent_hash=h["parentHash"],
-                          timestamp=chain_time(int(h["timestamp"], 16))) for n, h in sorted(headers.items())],
-            batch_size=1000,
-        )
+        insert_rows(AppliedLog, _LEDGER_COLUMNS, ledger)
+        insert_rows(ChangeLogEntry, _CHANGE_COLUMNS, changes)
+        insert_rows(IndexedBlock, _BLOCK_COLUMNS, [(deployment.pk, number, header["hash"], header["parentHash"],
+                                                    times[number]) for number, header in sorted(headers.items())])
         IndexedBlock.objects.filter(deployment=deployment, number__lt=to - self.config.kept_blocks).delete()
         locked.last_indexed_block = to
         locked.last_seq = seq
@@ -286,9 +287,9 @@ class Indexer:
         return counts
 
     @staticmethod
-    def _entry(deployment: Deployment, seq: int, message: Message) -> ChangeLogEntry:
-        return ChangeLogEntry(deployment=deployment, seq=seq, type=message.type, payload=message.payload,
-                              block_number=message.block_number)
+    def _entry(deployment: Deployment, seq: int, message: Message) -> tuple[Any, ...]:
+        """A change-log row in the order of _CHANGE_COLUMNS."""
+        return (deployment.pk, seq, message.type, message.payload, message.block_number, timezone.now())
 
     # ------------------------------------------------------------------ reorganisations
 
@@ -337,7 +338,7 @@ class Indexer:
         for message in messages:
             seq += 1
             changes.append(self._entry(deployment, seq, message))
-        ChangeLogEntry.objects.bulk_create(changes)
+        insert_rows(ChangeLogEntry, _CHANGE_COLUMNS, changes)
         state.last_seq = seq
         state.last_indexed_block = ancestor if ancestor >= self.config.start_block else None
         state.save()

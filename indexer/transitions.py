@@ -12,13 +12,14 @@ created; `{"kind": ..., "id": ..., "before": {"status": "open", ...}}` restores 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from django.db.models import F
 
+from indexer.bulk import insert_rows
 from indexer.events import (
     BountyCreated,
     BountyFinalized,
@@ -46,6 +47,7 @@ from records.search import search_document
 Kind = Literal["bounty", "submission", "dispute"]
 Record = Bounty | Submission | Dispute
 UndoEntry = dict[str, Any]
+_R = TypeVar("_R", Bounty, Submission, Dispute)
 
 # The contract's SubmissionStatus enum, as DisputeResolved carries it.
 SUBMISSION_STATUS_BY_ENUM = {
@@ -64,6 +66,11 @@ MUTABLE_FIELDS: dict[Kind, tuple[str, ...]] = {
 # What `save()` writes back for a changed record: the mutable fields and the search text.
 _WRITTEN_FIELDS = {kind: [*fields, "search_text"] for kind, fields in MUTABLE_FIELDS.items()}
 KINDS: tuple[Kind, ...] = ("bounty", "submission", "dispute")
+# What `save()` writes for a new record: every column but the primary key.
+_INSERTED_FIELDS: dict[Kind, list[str]] = {
+    kind: [f.attname for f in model._meta.concrete_fields if not f.primary_key]
+    for kind, model in zip(KINDS, (Bounty, Submission, Dispute), strict=True)
+}
 _LATEST_DATETIME = datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC)
 
 
@@ -168,7 +175,8 @@ class RecordStore:
             for record in (*new, *dirty):
                 record.search_text = search_document(record)
             if new:
-                model.objects.bulk_create(new, batch_size=500)
+                columns = _INSERTED_FIELDS[kind]
+                insert_rows(model, columns, [[getattr(record, name) for name in columns] for record in new])
             if dirty:
                 model.objects.bulk_update(dirty, _WRITTEN_FIELDS[kind], batch_size=500)
 
@@ -187,6 +195,15 @@ class RecordStore:
         if kind == "submission":
             return submission_json(record, chain_id=chain_id, contract_address=address)
         return dispute_json(record, chain_id=chain_id, contract_address=address)
+
+
+def _new(model: type[_R], **values: Any) -> _R:
+    """A new record from its field values by attname, the rest at their defaults; positional
+    arguments take the model's fast constructor path, half the cost of keywords."""
+    arguments: list[Any] = [values[f.attname] if f.attname in values else f.get_default()
+                            for f in model._meta.concrete_fields]
+    construct: Callable[..., _R] = model  # the stubs' plugin reads *args as the primary key
+    return construct(*arguments)
 
 
 def _references(event: RecordEvent) -> list[tuple[Kind, int]]:
@@ -229,8 +246,9 @@ def _source(event: RecordEvent, block_time: datetime) -> dict[str, Any]:
 
 
 def apply_bounty_created(store: RecordStore, event: BountyCreated, block_time: datetime) -> Applied:
-    bounty = Bounty(
-        deployment=store.deployment,
+    bounty = _new(
+        Bounty,
+        deployment_id=store.deployment.pk,
         bounty_id=event.bounty_id,
         prompt=event.metadata_uri,
         bounty_amount=event.reward_amount,
@@ -256,8 +274,9 @@ def apply_bounty_created(store: RecordStore, event: BountyCreated, block_time: d
 def apply_submission_created(store: RecordStore, event: SubmissionCreated, block_time: datetime) -> Applied:
     undo = [_before(store, "bounty", event.bounty_id)]
     bounty: Bounty = store.get("bounty", event.bounty_id)
-    submission = Submission(
-        deployment=store.deployment,
+    submission = _new(
+        Submission,
+        deployment_id=store.deployment.pk,
         submission_id=event.submission_id,
         bounty_id=event.bounty_id,
         tile_id=event.claimant,
@@ -285,8 +304,9 @@ def apply_submission_created(store: RecordStore, event: SubmissionCreated, block
 def apply_dispute_created(store: RecordStore, event: DisputeCreated, block_time: datetime) -> Applied:
     undo = [_before(store, "submission", event.submission_id)]
     submission: Submission = store.get("submission", event.submission_id)
-    dispute = Dispute(
-        deployment=store.deployment,
+    dispute = _new(
+        Dispute,
+        deployment_id=store.deployment.pk,
         dispute_id=event.dispute_id,
         bounty_id=event.bounty_id,
         submission_id=event.submission_id,

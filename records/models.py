@@ -87,11 +87,11 @@ class Bounty(ChainRecord):
     bounty_amount = UInt256Field()
     fee_amount = UInt256Field()
     bond_amount = UInt256Field()
-    duration = models.PositiveBigIntegerField(help_text="seconds")
+    duration = UInt256Field(help_text="seconds (a uint64: beyond what a signed 64-bit column holds)")
     status = models.CharField(max_length=8, choices=BountyStatus.choices, default=BountyStatus.OPEN)
     poster = AddressField()
     deadline = models.DateTimeField()
-    challenge_window = models.PositiveBigIntegerField(help_text="seconds")
+    challenge_window = UInt256Field(help_text="seconds (the contract's uint64)")
     submission_count = models.PositiveIntegerField(default=0)
 
     class Meta:

@@ -24,12 +24,16 @@ checksum_address = lru_cache(maxsize=65_536)(to_checksum_address)
 def rfc3339(moment: datetime) -> str:
     """`2026-01-01T00:00:00Z` (microseconds only when present)."""
     utc = moment.astimezone(UTC)
-    text = utc.strftime("%Y-%m-%dT%H:%M:%S")
+    if utc.year >= 1000:
+        # isoformat() is strftime's format here, `+00:00` for the `Z`, at a fraction of the cost.
+        return utc.isoformat()[:-6] + "Z"
+    text = utc.strftime("%Y-%m-%dT%H:%M:%S")  # the platform's year below 1000 (unpadded on glibc)
     if utc.microsecond:
         text += f".{utc.microsecond:06d}"
     return text + "Z"
 
 
+@lru_cache(maxsize=64)  # only ever splatted into a new dict, so sharing the cached one is safe
 def _deployment_fields(contract_address: str, chain_id: int) -> JsonRecord:
     return {"chain_id": chain_id, "contract_address": checksum_address(contract_address)}
 

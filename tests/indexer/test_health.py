@@ -19,7 +19,9 @@ pytestmark = pytest.mark.django_db
 def test_a_recent_heartbeat_within_the_lag_threshold_is_running_and_synced() -> None:
     deployment = make_deployment()
     now = timezone.now()
-    SyncState.objects.create(deployment=deployment, last_indexed_block=98, head_block=100, last_heartbeat=now)
+    SyncState.objects.filter(deployment=deployment).update(
+        last_indexed_block=98, head_block=100, last_heartbeat=now
+    )
     health = indexer_health(deployment, now=now + timedelta(seconds=5))
     assert health == {
         "enabled": True, "running": True, "synced": True, "last_indexed_block": 98, "head_block": 100,
@@ -31,7 +33,7 @@ def test_a_recent_heartbeat_within_the_lag_threshold_is_running_and_synced() -> 
 def test_lag_beyond_the_threshold_is_not_synced() -> None:
     deployment = make_deployment()
     now = timezone.now()
-    SyncState.objects.create(deployment=deployment, last_indexed_block=50, head_block=100, last_heartbeat=now)
+    SyncState.objects.filter(deployment=deployment).update(last_indexed_block=50, head_block=100, last_heartbeat=now)
     health = indexer_health(deployment, now=now)
     assert (health["running"], health["synced"], health["lag_blocks"]) == (True, False, 50)
 
@@ -40,7 +42,7 @@ def test_lag_beyond_the_threshold_is_not_synced() -> None:
 def test_a_stale_heartbeat_is_not_running() -> None:
     deployment = make_deployment()
     then = timezone.now() - timedelta(seconds=61)
-    SyncState.objects.create(deployment=deployment, last_indexed_block=100, head_block=100, last_heartbeat=then)
+    SyncState.objects.filter(deployment=deployment).update(last_indexed_block=100, head_block=100, last_heartbeat=then)
     health = indexer_health(deployment)
     assert (health["running"], health["synced"]) == (False, False)
 

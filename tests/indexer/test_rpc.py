@@ -1,0 +1,405 @@
+"""The JSON-RPC client: which provider errors mean what, backoff, answers matched to calls by id,
+and getLogs spans that adapt to what the node allows.
+
+`LocalServer` is a real HTTP server on loopback whose answers a test scripts; the fault-injecting
+proxy of `test_rpc_faults.py` is built on it too.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+from indexer.rpc import (
+    Backoff,
+    RangeTooLarge,
+    RetriesExhausted,
+    RpcClient,
+    RpcError,
+    TransientRpcError,
+    classify_error,
+)
+from indexer.sync import IndexerError, LogFetcher
+
+ADDRESS = "0x" + "ab" * 20
+
+
+@dataclass
+class Reply:
+    """What the server sends back: a status, headers and body, or a cut or dropped connection."""
+
+    status: int = 200
+    body: bytes = b""
+    headers: dict[str, str] = field(default_factory=dict)
+    delay: float = 0.0
+    declared_length: int | None = None  # a Content-Length above len(body) cuts the body short
+    drop: bool = False  # close the connection without answering
+
+    @classmethod
+    def json(cls, value: Any, status: int = 200) -> Reply:
+        return cls(status=status, body=json.dumps(value).encode())
+
+
+Answer = Callable[[Any], Reply]
+
+
+def _handler(answer: Answer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+        disable_nagle_algorithm = True
+
+        def do_POST(self) -> None:
+            reply = answer(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+            self.close_connection = reply.drop or reply.declared_length is not None
+            if reply.delay:
+                threading.Event().wait(reply.delay)
+            if reply.drop:
+                return
+            try:
+                self.send_response(reply.status)
+                for name, value in {"Content-Type": "application/json", **reply.headers}.items():
+                    self.send_header(name, value)
+                self.send_header("Content-Length", str(reply.declared_length or len(reply.body)))
+                self.end_headers()
+                self.wfile.write(reply.body)
+            except OSError:  # the client gave up waiting (a slow answer)
+                self.close_connection = True
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    return Handler
+
+
+@contextmanager
+def local_server(answer: Answer) -> Iterator[str]:
+    """A JSON-RPC endpoint on loopback answering each parsed request body with `answer`; yields its URL."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(answer))
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+class Script:
+    """Answers requests with the given replies in turn (the last one repeats), keeping the requests."""
+
+    def __init__(self, *replies: Reply | Answer) -> None:
+        self.replies = list(replies)
+        self.requests: list[Any] = []
+
+    def __call__(self, request: Any) -> Reply:
+        self.requests.append(request)
+        reply = self.replies[min(len(self.requests), len(self.replies)) - 1]
+        return reply if isinstance(reply, Reply) else reply(request)
+
+
+def calls_of(request: Any) -> list[dict[str, Any]]:
+    return request if isinstance(request, list) else [request]
+
+
+def answer_each(request: Any, answer: Callable[[dict[str, Any]], dict[str, Any]], status: int = 200) -> Reply:
+    """One JSON-RPC answer (`{"result": ...}` or `{"error": ...}`) per call, shaped as the request: single or batch."""
+    answers = [{"jsonrpc": "2.0", "id": call["id"], **answer(call)} for call in calls_of(request)]
+    return Reply.json(answers if isinstance(request, list) else answers[0], status=status)
+
+
+def results(request: Any) -> Reply:
+    """Success for every call of the request, with the call's method name as the result."""
+    return answer_each(request, lambda call: {"result": call["method"]})
+
+
+def client(url: str, sleeps: list[float] | None = None, attempts: int = 4) -> RpcClient:
+    """A client that records its backoff sleeps instead of sleeping."""
+    record = sleeps if sleeps is not None else []
+    return RpcClient(url, timeout=2, backoff=Backoff(base=0.01, cap=5, attempts=attempts), sleep=record.append)
+
+
+# ---------------------------------------------------------------- classify_error
+
+INFURA_RESULTS = {"code": -32005, "message": "query returned more than 10000 results",
+                  "data": {"from": "0x10", "limit": 10000, "to": "0x14"}}
+ALCHEMY_RESPONSE_SIZE = {
+    "code": -32602,
+    "message": "Log response size exceeded. You can make eth_getLogs requests with up to a 2K block range and no "
+               "limit on the response size, or you can request any block range with a cap of 10K logs in the "
+               "response. Based on your parameters and the response size limit, this block range should work: "
+               "[0x10, 0x4a]",
+}
+ALCHEMY_BLOCK_RANGE = {"code": -32600, "message": "You can make eth_getLogs requests with up to a 500 block range. "
+                       "Based on your parameters, this block range should work: [0x1a30dfd, 0x1a30ff0]"}
+MAXIMUM_BLOCK_RANGE = {"code": -32000, "message": "exceed maximum block range: 5"}
+
+
+@pytest.mark.parametrize(("error", "max_span", "suggested_to"), [
+    pytest.param(INFURA_RESULTS, None, 0x14, id="infura-more-than-10000-results"),
+    pytest.param(ALCHEMY_RESPONSE_SIZE, 2_000, 0x4A, id="alchemy-response-size"),
+    pytest.param(ALCHEMY_BLOCK_RANGE, 500, 0x1A30FF0, id="alchemy-block-range"),
+    pytest.param(MAXIMUM_BLOCK_RANGE, 5, None, id="exceed-maximum-block-range"),
+    pytest.param({"code": -32614, "message": "eth_getLogs is limited to a 10,000 range"}, 10_000, None,
+                 id="quicknode"),
+    pytest.param({"code": -32005, "message": "block range too large, max range: 1000"}, 1_000, None, id="erigon"),
+    pytest.param({"code": -32600, "message": "block range too high"}, None, None, id="candle"),
+    pytest.param({"code": -32000, "message": "block range is larger than max block range, block range = 5120, "
+                                             "max block range = 5000"}, None, None, id="morph"),
+    pytest.param({"code": -32000, "message": "block range is bigger than maxBlockRange"}, None, None, id="scroll"),
+    pytest.param({"code": -32000, "message": "query timeout exceeded"}, None, None, id="query-timeout"),
+])
+def test_range_refusals_carry_the_span_or_end_the_provider_names(error: dict[str, Any], max_span: int | None,
+                                                                  suggested_to: int | None) -> None:
+    exc = classify_error(error)
+    assert isinstance(exc, RangeTooLarge)
+    assert (exc.max_span, exc.suggested_to) == (max_span, suggested_to)
+    assert exc.code == error["code"]
+
+
+def test_infuras_block_range_refusal_is_a_range_error() -> None:
+    exc = classify_error({"code": -32602, "message": "range 1000000 exceeds limit of 10000"})
+    assert isinstance(exc, RangeTooLarge)
+    assert exc.max_span == 10_000
+
+
+@pytest.mark.parametrize("error", [
+    pytest.param({"code": -32005, "message": "rate limit exceeded"}, id="rate-limit-exceeded"),
+    pytest.param({"code": -32005, "message": "daily request count exceeded, request rate limited"}, id="infura-daily"),
+    pytest.param({"code": 429, "message": "Your app has exceeded its compute units per second capacity. If you have "
+                                          "retries enabled, you can safely ignore this message."}, id="alchemy-cu"),
+    pytest.param({"code": -32000, "message": "Too Many Requests"}, id="too-many-requests"),
+    pytest.param({"code": -32000, "message": "header not found"}, id="header-not-found"),
+    pytest.param({"code": -32603, "message": "request timed out, try again"}, id="try-again"),
+])
+def test_rate_limits_and_passing_node_trouble_are_transient(error: dict[str, Any]) -> None:
+    assert type(classify_error(error)) is TransientRpcError
+
+
+@pytest.mark.parametrize("error", [
+    pytest.param({"code": -32602, "message": "invalid argument 0: hex string without 0x prefix"}, id="invalid-arg"),
+    pytest.param({"code": 3, "message": "execution reverted", "data": "0x08c379a0"}, id="reverted"),
+    pytest.param({"code": -32601, "message": "the method eth_foo does not exist/is not available"}, id="no-method"),
+    pytest.param({}, id="empty-error-object"),
+])
+def test_other_errors_are_deterministic_and_keep_code_and_data(error: dict[str, Any]) -> None:
+    exc = classify_error(error)
+    assert type(exc) is RpcError
+    assert (exc.code, exc.data) == (error.get("code"), error.get("data"))
+
+
+# ---------------------------------------------------------------- Backoff
+
+def test_backoff_grows_exponentially_with_jitter_and_is_capped() -> None:
+    backoff = Backoff(base=0.1, cap=1.0, attempts=20)
+    for attempt in range(20):
+        ceiling = min(1.0, 0.1 * 2**attempt)
+        delays = [backoff.delay(attempt) for _ in range(200)]
+        assert all(0 <= delay <= ceiling for delay in delays)
+        assert max(delays) > ceiling / 2, "full jitter spreads over the whole interval"
+
+
+@pytest.mark.parametrize(("retry_after", "expected"), [(0.0, 0.0), (3.0, 3.0), (600.0, 5.0), (-1.0, 0.0)])
+def test_backoff_honours_retry_after_within_the_cap(retry_after: float, expected: float) -> None:
+    assert Backoff(base=1.0, cap=5.0).delay(6, retry_after) == expected
+
+
+# ---------------------------------------------------------------- RpcClient
+
+def test_batch_results_follow_the_calls_whatever_order_the_answers_come_in() -> None:
+    def reversed_results(request: Any) -> Reply:
+        return Reply.json(list(reversed(json.loads(results(request).body))))
+
+    with local_server(reversed_results) as url:
+        answers = client(url).batch([("eth_chainId", []), ("eth_blockNumber", []), ("net_version", [])])
+    assert answers == ["eth_chainId", "eth_blockNumber", "net_version"]
+
+
+def test_a_body_that_is_not_json_is_retried_after_a_backoff() -> None:
+    script = Script(Reply(body=b'{"jsonrpc": "2.0", "id": 1, "res'), Reply(body=b"<html>502</html>"), results)
+    sleeps: list[float] = []
+    with local_server(script) as url:
+        assert client(url, sleeps).call("eth_blockNumber", []) == "eth_blockNumber"
+    assert len(script.requests) == 3
+    assert len(sleeps) == 2 and all(0 <= s <= 0.02 for s in sleeps)
+
+
+def test_a_body_that_is_never_json_exhausts_the_retries() -> None:
+    script = Script(Reply(body=b"not json"))
+    sleeps: list[float] = []
+    with local_server(script) as url, pytest.raises(RetriesExhausted, match=r"not JSON.*after 4 attempts"):
+        client(url, sleeps, attempts=4).call("eth_blockNumber", [])
+    assert (len(script.requests), len(sleeps)) == (4, 3)
+
+
+def test_http_429_waits_as_long_as_retry_after_says() -> None:
+    script = Script(Reply(status=429, headers={"Retry-After": "3"}), Reply(status=503), results)
+    sleeps: list[float] = []
+    with local_server(script) as url:
+        assert client(url, sleeps).call("eth_chainId", []) == "eth_chainId"
+    assert sleeps[0] == 3.0
+    assert 0 <= sleeps[1] <= 0.02
+
+
+def test_another_http_status_fails_at_once() -> None:
+    script = Script(Reply(status=403, body=b"forbidden: bad API key"))
+    with local_server(script) as url, pytest.raises(RpcError, match=r"HTTP 403.*bad API key") as caught:
+        client(url).call("eth_chainId", [])
+    assert type(caught.value) is RpcError
+    assert len(script.requests) == 1
+
+
+@pytest.mark.parametrize("status", [400, 413])
+def test_a_range_refusal_sent_with_an_http_error_status_is_a_range_error(status: int) -> None:
+    script = Script(lambda request: answer_each(request, lambda call: {"error": ALCHEMY_BLOCK_RANGE}, status))
+    with local_server(script) as url, pytest.raises(RangeTooLarge):
+        client(url).call("eth_getLogs", [{}])
+
+
+def test_a_single_error_answering_a_whole_batch_is_classified() -> None:
+    rate_limit = {"code": -32005, "message": "rate limit exceeded"}
+    rate_limited = Reply.json({"jsonrpc": "2.0", "id": None, "error": rate_limit})
+    script = Script(rate_limited, results)
+    with local_server(script) as url:
+        assert client(url).batch([("eth_chainId", []), ("eth_blockNumber", [])]) == ["eth_chainId", "eth_blockNumber"]
+    assert len(script.requests) == 2
+
+
+def test_an_error_for_one_call_of_a_batch_raises_it() -> None:
+    def second_fails(request: Any) -> Reply:
+        first, second = request
+        reverted = {"code": 3, "message": "execution reverted"}
+        return Reply.json([{"jsonrpc": "2.0", "id": first["id"], "result": "0x1"},
+                           {"jsonrpc": "2.0", "id": second["id"], "error": reverted}])
+
+    with local_server(Script(second_fails)) as url, pytest.raises(RpcError, match="execution reverted"):
+        client(url).batch([("eth_chainId", []), ("eth_call", [])])
+
+
+def test_a_batch_answer_missing_a_call_is_retried() -> None:
+    def first_only(request: Any) -> Reply:
+        return Reply.json([{"jsonrpc": "2.0", "id": request[0]["id"], "result": "0x1"}])
+
+    script = Script(first_only, results)
+    with local_server(script) as url:
+        assert client(url).batch([("eth_chainId", []), ("net_version", [])]) == ["eth_chainId", "net_version"]
+    assert len(script.requests) == 2
+
+
+def test_request_ids_are_never_reused() -> None:
+    script = Script(results)
+    with local_server(script) as url:
+        rpc = client(url)
+        rpc.call("eth_chainId", [])
+        rpc.batch([("eth_chainId", []), ("eth_blockNumber", [])])
+        rpc.call("eth_chainId", [])
+    ids = [call["id"] for request in script.requests for call in (request if isinstance(request, list) else [request])]
+    assert ids == [1, 2, 3, 4]
+
+
+# ---------------------------------------------------------------- LogFetcher
+
+class LogsNode:
+    """An eth_getLogs endpoint that refuses spans above `limit` with `refusal(from, to)`; keeps the spans asked."""
+
+    def __init__(self, limit: int | None = None,
+                 refusal: Callable[[int, int], dict[str, Any]] = lambda start, end: MAXIMUM_BLOCK_RANGE) -> None:
+        self.limit = limit
+        self.refusal = refusal
+        self.ranges: list[tuple[int, int]] = []
+
+    def __call__(self, request: Any) -> Reply:
+        start, end = (int(request["params"][0][key], 16) for key in ("fromBlock", "toBlock"))
+        self.ranges.append((start, end))
+        if self.limit is not None and end - start + 1 > self.limit:
+            return answer_each(request, lambda call: {"error": self.refusal(start, end)})
+        return answer_each(request, lambda call: {"result": []})
+
+    @property
+    def spans(self) -> list[int]:
+        return [end - start + 1 for start, end in self.ranges]
+
+
+@contextmanager
+def fetcher(node: LogsNode, span: int, max_span: int = 50_000) -> Iterator[LogFetcher]:
+    with local_server(node) as url:
+        yield LogFetcher(client(url), ADDRESS, span=span, max_span=max_span)
+
+
+def fetch_all(logs: LogFetcher, start: int, end: int) -> list[int]:
+    """Fetches [start, end] to the end; the ends of the ranges returned."""
+    ends = []
+    while start <= end:
+        to, _ = logs.fetch(start, end)
+        ends.append(to)
+        start = to + 1
+    return ends
+
+
+def test_the_span_doubles_on_each_success_up_to_the_maximum() -> None:
+    node = LogsNode()
+    with fetcher(node, span=2, max_span=16) as logs:
+        fetch_all(logs, 100, 100 + 2 + 4 + 8 + 16 + 16 + 16 - 1)
+    assert node.spans == [2, 4, 8, 16, 16, 16]
+    assert node.ranges[0] == (100, 101)
+
+
+def test_a_range_cut_short_by_the_end_does_not_grow_the_span() -> None:
+    node = LogsNode()
+    with fetcher(node, span=8) as logs:
+        assert logs.fetch(10, 12)[0] == 12
+        assert logs.span == 8
+
+
+def _infura(start: int, end: int) -> dict[str, Any]:
+    return {**INFURA_RESULTS, "data": {"from": hex(start), "limit": 10000, "to": hex(start + 4)}}
+
+
+def _alchemy(start: int, end: int) -> dict[str, Any]:
+    return {"code": -32600, "message": "You can make eth_getLogs requests with up to a 2K block range. Based on your "
+                                       f"parameters, this block range should work: [{hex(start)}, {hex(start + 4)}]"}
+
+
+@pytest.mark.parametrize("refusal", [_infura, _alchemy])
+def test_a_refused_range_shrinks_to_the_end_the_node_suggests(refusal: Callable[[int, int], dict[str, Any]]) -> None:
+    node = LogsNode(limit=5, refusal=refusal)
+    with fetcher(node, span=1_000) as logs:
+        assert logs.fetch(0x100, 0x10000)[0] == 0x104
+    assert node.ranges == [(0x100, 0x100 + 999), (0x100, 0x104)]
+
+
+@pytest.mark.parametrize("message", ["exceed maximum block range: 5", "eth_getLogs is limited to a 5 range"])
+def test_a_refused_range_shrinks_to_the_maximum_span_the_node_names(message: str) -> None:
+    node = LogsNode(limit=5, refusal=lambda start, end: {"code": -32000, "message": message})
+    with fetcher(node, span=1_000) as logs:
+        assert logs.fetch(0, 10_000)[0] == 4
+    assert node.ranges == [(0, 999), (0, 4)]
+
+
+@pytest.mark.parametrize("refusal", [
+    pytest.param(lambda start, end: {"code": -32600, "message": "block range too high"}, id="no-hint"),
+    pytest.param(lambda start, end: {**INFURA_RESULTS, "data": {"from": hex(start), "to": hex(start - 1)}},
+                 id="suggested-end-before-the-start"),
+    pytest.param(lambda start, end: {"code": -32000, "message": "exceed maximum block range: 5000"},
+                 id="named-maximum-not-below-the-span"),
+])
+def test_a_refused_range_is_halved_when_the_node_says_nothing_usable(
+        refusal: Callable[[int, int], dict[str, Any]]) -> None:
+    node = LogsNode(limit=10, refusal=refusal)
+    with fetcher(node, span=64) as logs:
+        assert logs.fetch(100, 1_000)[0] == 107
+    assert node.spans == [64, 32, 16, 8]
+
+
+def test_a_single_block_the_node_refuses_stops_the_fetcher() -> None:
+    node = LogsNode(limit=0, refusal=lambda start, end: {"code": -32600, "message": "block range too high"})
+    with fetcher(node, span=4) as logs, pytest.raises(IndexerError, match="even for the single block 42"):
+        logs.fetch(42, 100)
+    assert node.spans == [4, 2, 1]
