@@ -32,7 +32,7 @@ from records.models import (
 )
 from records.moderation import NoteForm, dispute_review
 from records.representation import checksum_address
-from records.search import search_term
+from records.search import matching, search_term
 from records.templatetags.records_format import usdc
 
 admin.site.site_header = "Bounty moderation"
@@ -66,7 +66,7 @@ class MirroredAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
                            search_term_raw: str) -> tuple[QuerySet[Any], bool]:
         for word in search_term_raw.split():
             term = search_term(word)
-            queryset = queryset.none() if term is None else queryset.filter(search_text__contains=term)
+            queryset = queryset.none() if term is None else matching(queryset, term)
         return queryset, False
 
     def get_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:  # type: ignore[override]

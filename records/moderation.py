@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django import forms
+from django.contrib.auth.models import Group, Permission
 
 from bounty_client import TransactionBuilder
 from bounty_client.deployment import Deployment as ClientDeployment
@@ -25,6 +26,27 @@ from records.models import (
     Submission,
     SubmissionStatus,
 )
+
+MODERATORS = "Moderators"
+# What moderators may do: view the mirrored records and the queue, read and add notes.
+MODERATOR_PERMISSIONS = (
+    "add_moderatornote",
+    "view_bounty",
+    "view_dispute",
+    "view_disputereviewqueue",
+    "view_moderatornote",
+    "view_submission",
+)
+
+
+def ensure_moderators_group() -> Group:
+    """The Moderators group with exactly MODERATOR_PERMISSIONS (made by migration 0004; this
+    restores it where it is missing, e.g. after a test database flush)."""
+    group, _ = Group.objects.get_or_create(name=MODERATORS)
+    group.permissions.set(
+        Permission.objects.filter(content_type__app_label="records", codename__in=MODERATOR_PERMISSIONS)
+    )
+    return group
 
 
 class NoteForm(forms.Form):

@@ -9,6 +9,12 @@ index serves it without scanning the table.
 
 from __future__ import annotations
 
+from typing import Any
+
+from django.db import connections
+from django.db.models import QuerySet, Value
+from django.db.models.functions import StrIndex
+
 from records.models import Bounty, Dispute, Submission
 
 SEPARATOR = "\x1f"
@@ -36,6 +42,18 @@ def search_document(record: Bounty | Submission | Dispute) -> str:
 
 
 def search_term(q: str) -> str | None:
-    """What to look for in `search_text` (a `contains` lookup), or None when `q` can match nothing."""
+    """What to look for in `search_text`, or None when `q` can match nothing (it holds the
+    separator, or a NUL, which no stored text holds)."""
     term = q.lower()
-    return None if SEPARATOR in term else term
+    return None if SEPARATOR in term or "\x00" in term else term
+
+
+def matching(records: QuerySet[Any], term: str) -> QuerySet[Any]:
+    """The records whose search text contains `term`.
+
+    PostgreSQL: LIKE, which the trigram GIN index serves. SQLite: instr(), because its LIKE
+    refuses patterns over 50,000 bytes and inline metadata makes long search terms legitimate."""
+    if connections[records.db].vendor == "sqlite":
+        found: QuerySet[Any] = records.annotate(_found_at=StrIndex("search_text", Value(term)))
+        return found.filter(_found_at__gt=0)
+    return records.filter(search_text__contains=term)

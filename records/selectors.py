@@ -15,7 +15,7 @@ from django.db.models import Max, Min, QuerySet
 
 from indexer.models import SyncState
 from records.models import Bounty, Deployment, Dispute, Submission
-from records.search import search_term
+from records.search import matching, search_term
 
 Resource = Literal["bounties", "submissions", "disputes"]
 RecordT = TypeVar("RecordT", Bounty, Submission, Dispute)
@@ -41,6 +41,7 @@ SORT_FIELDS: dict[Resource, dict[str, str]] = {
         "reason": "reason",
     },
 }
+MAX_OFFSET = 2**63 - 1  # the database's integer; no table holds that many rows
 TOTAL_FIELDS: dict[Resource, str] = {
     "bounties": "bounty_total", "submissions": "submission_total", "disputes": "dispute_total",
 }
@@ -62,7 +63,7 @@ class DeploymentFilter:
 class ListQuery:
     resource: Resource
     deployments: DeploymentFilter
-    parent: tuple[str, int] | None = None  # ("bounty_id", 7): only within one deployment
+    parents: tuple[tuple[str, int], ...] = ()  # (("bounty_id", 7),): only within one deployment
     q: str | None = None
     sort: str = "id"
     descending: bool = True
@@ -125,14 +126,13 @@ def _filtered(query: ListQuery, ids: list[int]) -> QuerySet[Any]:
     if query.matches_nothing or not ids:
         return records.none()
     records = records.filter(deployment_id=ids[0]) if len(ids) == 1 else records.filter(deployment_id__in=ids)
-    if query.parent is not None:
-        field, value = query.parent
-        records = records.filter(**{field: value})
+    if query.parents:
+        records = records.filter(**dict(query.parents))
     if query.q:
         term = search_term(query.q)
         if term is None:
             return records.none()
-        records = records.filter(search_text__contains=term)
+        records = matching(records, term)
     return records
 
 
@@ -162,7 +162,9 @@ def record_page(query: ListQuery, offset: int, limit: int) -> list[Any]:
     records = _filtered(query, ids).order_by(*_ordering(query, ids))
     id_field = ID_FIELDS[query.resource]
     by_id = SORT_FIELDS[query.resource].get(query.sort, id_field) == id_field
-    if offset and by_id and len(ids) == 1 and query.parent is None and not query.q and not query.matches_nothing:
+    if offset > MAX_OFFSET:
+        return []
+    if offset and by_id and len(ids) == 1 and not query.parents and not query.q and not query.matches_nothing:
         one = MODELS[query.resource].objects.filter(deployment_id=ids[0])
         total = Deployment.objects.filter(pk=ids[0]).values_list(TOTAL_FIELDS[query.resource], flat=True).get()
         low = one.aggregate(v=Min(id_field))["v"]
@@ -187,11 +189,11 @@ def record_count(query: ListQuery) -> int:
     if query.matches_nothing:
         return 0
     ids = deployment_ids(query.deployments)
-    if query.parent is None and not query.q:
+    if not query.parents and not query.q:
         totals = Deployment.objects.filter(pk__in=ids).values_list(TOTAL_FIELDS[query.resource], flat=True)
         return int(sum(totals))
-    if query.parent is not None and not query.q and len(ids) == 1:
-        field, value = query.parent
+    if len(query.parents) == 1 and not query.q and len(ids) == 1:
+        ((field, value),) = query.parents
         if query.resource == "submissions" and field == "bounty_id":
             counter = Bounty.objects.filter(deployment_id=ids[0], bounty_id=value).values_list(
                 "submission_count", flat=True).first()

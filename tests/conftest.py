@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -38,3 +39,14 @@ def chain(anvil_chain: tuple[Web3, DevDeployment]) -> Iterator[Chain]:
 def _fast_password_hashing(settings: Any) -> None:
     """PBKDF2 at production strength costs a second per test user; tests need no strength."""
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture(autouse=True)
+def _redis_database_per_worker(settings: Any, worker_id: str) -> None:
+    """Parallel test workers share one Redis server: each gets a database of its own, so that
+    one worker's cache.clear() (FLUSHDB) and rate-limit counters never reach another's."""
+    if not settings.REDIS_URL:
+        return
+    number = 1 + (int(worker_id.removeprefix("gw")) if worker_id.startswith("gw") else 0)
+    location = re.sub(r"(/\d*)?$", f"/{number}", settings.REDIS_URL.split("?")[0], count=1)
+    settings.CACHES = {"default": {**settings.CACHES["default"], "LOCATION": location}}

@@ -13,12 +13,14 @@ they are sent; their tag is derived from the cache key instead (equal for equal 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from typing import Any
 
 import orjson
+from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.cache import cache
+from django.core.handlers.asgi import ASGIRequest
 from django.http import HttpRequest, HttpResponse, HttpResponseBase, StreamingHttpResponse
 
 CACHE_CONTROL = "public, no-cache"
@@ -52,32 +54,57 @@ def not_modified(etag: str) -> HttpResponse:
     response = HttpResponse(status=304)
     response["ETag"] = etag
     response["Cache-Control"] = CACHE_CONTROL
+    response["Vary"] = "Accept"  # the same URL serves the browsable API to browsers
     return response
 
 
 def cached_json(request: HttpRequest, key: str, build: Callable[[], Any]) -> HttpResponseBase:
-    """The JSON body of `build()`, from the cache when the key's data has not changed."""
-    hit: tuple[str, bytes] | None = cache.get(key)
-    if hit is None:
+    """The JSON body of `build()`, from the cache when the key's data has not changed.
+
+    The tag is cached apart from the body, so a matching If-None-Match costs one small cache
+    read and never fetches or renders the body."""
+    tag_key, body_key = f"etag:{key}", f"body:{key}"
+    etag: str | None = cache.get(tag_key) if request.headers.get("If-None-Match") else None
+    if etag is not None and if_none_match(request, etag):
+        return not_modified(etag)
+    hits = cache.get_many([body_key, tag_key])
+    content: bytes | None = hits.get(body_key)
+    etag = hits.get(tag_key)
+    if content is None or etag is None:
         content = orjson.dumps(build())
         etag = etag_of(content)
-        cache.set(key, (etag, content), settings.BOUNTY_API_CACHE_SECONDS)
-    else:
-        etag, content = hit
+        cache.set_many({body_key: content, tag_key: etag}, settings.BOUNTY_API_CACHE_SECONDS)
     if if_none_match(request, etag):
         return not_modified(etag)
     response = HttpResponse(content, content_type="application/json")
     response["ETag"] = etag
     response["Cache-Control"] = CACHE_CONTROL
+    response["Vary"] = "Accept"  # the same URL serves the browsable API to browsers
     return response
 
 
-def streamed_json_array(request: HttpRequest, key: str, chunks: Callable[[], Iterable[bytes]]) -> HttpResponseBase:
+async def _pull(chunks: Iterator[bytes]) -> AsyncIterator[bytes]:
+    """Each chunk of a synchronous (database) iterator, fetched when the client is ready for it.
+
+    Under ASGI, Django would turn a synchronous iterator into a list before sending the first
+    byte; stepping it through sync_to_async keeps memory bounded. Thread-sensitive calls all
+    run on the request's one sync thread, so the database cursor stays on its connection."""
+    def following() -> bytes | None:
+        return next(chunks, None)
+
+    step = sync_to_async(following, thread_sensitive=True)
+    while (chunk := await step()) is not None:
+        yield chunk
+
+
+def streamed_json_array(request: HttpRequest, key: str, chunks: Callable[[], Iterator[bytes]]) -> HttpResponseBase:
     """A JSON array streamed chunk by chunk, tagged by its cache key."""
     etag = f'W/"{key.removeprefix("api:")[:32]}"'
     if if_none_match(request, etag):
         return not_modified(etag)
-    response = StreamingHttpResponse(chunks(), content_type="application/json")
+    body = _pull(chunks()) if isinstance(request, ASGIRequest) else chunks()
+    response = StreamingHttpResponse(body, content_type="application/json")
     response["ETag"] = etag
     response["Cache-Control"] = CACHE_CONTROL
+    response["Vary"] = "Accept"  # the same URL serves the browsable API to browsers
     return response

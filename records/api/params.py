@@ -21,6 +21,7 @@ from records.selectors import DeploymentFilter, ListQuery, Resource, active_depl
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 100
 BIGINT_MAX = 2**63 - 1
+BEYOND_BIGINT = BIGINT_MAX + 1  # stands for any larger number: nothing is stored that large
 _INTEGER = re.compile(r"[+-]?[0-9]+")
 _NON_NEGATIVE = re.compile(r"[0-9]+")
 _ADDRESS = re.compile(r"0x[0-9a-fA-F]{40}")
@@ -40,27 +41,36 @@ class NoSuchDeployment(Exception):
 class Page:
     offset: int
     limit: int
-    cursor_given: bool
+    cursor: str | None
+
+
+def _bounded_int(digits: str) -> int:
+    """A decimal string of any length as an int, BEYOND_BIGINT for anything above BIGINT_MAX
+    (Python refuses to convert strings of more than 4,300 digits)."""
+    significant = digits.lstrip("+-").lstrip("0") or "0"
+    value = BEYOND_BIGINT if len(significant) > 19 else min(int(significant), BEYOND_BIGINT)
+    return -value if digits.startswith("-") else value
 
 
 def parse_limit(raw: str | None) -> int:
     if raw is None or not _INTEGER.fullmatch(raw.strip()):
         return DEFAULT_LIMIT
-    return max(1, min(MAX_LIMIT, int(raw)))
+    return max(1, min(MAX_LIMIT, _bounded_int(raw.strip())))
 
 
-def parse_cursor(raw: str | None) -> tuple[int, bool]:
-    """(offset, whether the request carried a valid cursor)."""
-    if raw is None or not _NON_NEGATIVE.fullmatch(raw) or len(raw) > 18:
-        return 0, False
-    return int(raw), True
+def parse_cursor(raw: str | None) -> tuple[int, str | None]:
+    """(offset, the page's `cursor`: the offset as a string, None when absent or invalid).
+    An offset past every row (even past what a database integer holds) reads nothing."""
+    if raw is None or not _NON_NEGATIVE.fullmatch(raw):
+        return 0, None
+    return _bounded_int(raw), raw.lstrip("0") or "0"
 
 
 def parse_id(name: str, raw: str) -> int:
     """A non-negative integer filter value; 400 naming the parameter otherwise."""
     if not _NON_NEGATIVE.fullmatch(raw):
         raise ParseError(f"{name} must be a non-negative integer, got {raw!r}")
-    return int(raw)
+    return _bounded_int(raw)
 
 
 def parse_deployment_filter(params: QueryDict) -> DeploymentFilter:
@@ -102,15 +112,15 @@ def qualified_deployment(params: QueryDict) -> Deployment:
 
 def parse_list(resource: Resource, params: QueryDict) -> tuple[ListQuery, Page | None]:
     """The list query and, when the response is a page object, the page to cut."""
-    parent: tuple[str, int] | None = None
     deployments = parse_deployment_filter(params)
-    for name in PARENT_FILTERS[resource]:
-        if name in params:
-            if parent is not None:
-                raise ParseError("send at most one of bounty_id and submission_id")
-            parent = (name, parse_id(name, str(params.get(name, ""))))
-    matches_nothing = deployments.chain_id is not None and deployments.chain_id > BIGINT_MAX
-    if parent is not None:
+    parents = tuple((name, parse_id(name, str(params.get(name, ""))))
+                    for name in PARENT_FILTERS[resource] if name in params)
+    q = params.get("q") or None
+    matches_nothing = (
+        (deployments.chain_id is not None and deployments.chain_id > BIGINT_MAX)
+        or any(value > BIGINT_MAX for _, value in parents)
+    )
+    if parents:
         try:
             deployment = qualified_deployment(params)
         except NoSuchDeployment:
@@ -118,19 +128,18 @@ def parse_list(resource: Resource, params: QueryDict) -> tuple[ListQuery, Page |
         else:
             deployments = DeploymentFilter(chain_id=deployment.chain_id,
                                            contract_address=deployment.contract_address)
-        matches_nothing = matches_nothing or parent[1] > BIGINT_MAX
     direction = (params.get("dir") or "").lower()
     query = ListQuery(
         resource=resource,
         deployments=deployments,
-        parent=parent,
-        q=params.get("q") or None,
+        parents=parents,
+        q=q,
         sort=params.get("sort") or "id",
         descending=direction != "asc",
         matches_nothing=matches_nothing,
     )
-    always_paged = resource == "disputes" and parent is not None and parent[0] == "bounty_id"
+    always_paged = resource == "disputes" and "bounty_id" in params
     if not always_paged and not any(name in params for name in PAGING_PARAMS):
         return query, None
-    offset, cursor_given = parse_cursor(params.get("cursor"))
-    return query, Page(offset=offset, limit=parse_limit(params.get("limit")), cursor_given=cursor_given)
+    offset, cursor = parse_cursor(params.get("cursor"))
+    return query, Page(offset=offset, limit=parse_limit(params.get("limit")), cursor=cursor)

@@ -94,7 +94,7 @@ def _rows(query: ListQuery, page: Page | None) -> list[JsonRecord]:
 
 def _count(query: ListQuery, version: str) -> int:
     """The total, cached per filter and data version: every page and sort of a filter shares it."""
-    filters = (query.resource, query.deployments, query.parent, query.q, query.matches_nothing, version)
+    filters = (query.resource, query.deployments, query.parents, query.q, query.matches_nothing, version)
     key = "count:" + hashlib.sha256(repr(filters).encode()).hexdigest()
     total = cache.get(key)
     if total is None:
@@ -111,7 +111,7 @@ def _page_body(query: ListQuery, page: Page, version: str) -> dict[str, Any]:
         "items": items,
         "total": total,
         "limit": page.limit,
-        "cursor": str(page.offset) if page.cursor_given else None,
+        "cursor": page.cursor,
         "next_cursor": str(following) if following < total else None,
     }
 

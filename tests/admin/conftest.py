@@ -5,11 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import Group, User
+from django.contrib.auth.models import User
 from django.test import Client
 
 from bounty_client.metadata import metadata_hash, metadata_to_data_uri
 from records.models import Dispute
+from records.moderation import ensure_moderators_group
 from tests.factories import make_bounty, make_dispute, make_submission, set_status
 
 PASSWORD = "correct horse battery staple"
@@ -22,7 +23,7 @@ def inline(value: dict[str, Any]) -> dict[str, str]:
 @pytest.fixture
 def moderator(db: None) -> User:
     user = User.objects.create_user("mod", password=PASSWORD, is_staff=True)
-    user.groups.add(Group.objects.get(name="Moderators"))
+    user.groups.add(ensure_moderators_group())
     return user
 
 

@@ -4,19 +4,33 @@ from __future__ import annotations
 
 import pytest
 from django.contrib.auth.models import Group, User
+from django.core.management import call_command
 from django.test import Client
 from django.urls import reverse
 
 from records.models import Bounty, Dispute, ModeratorNote, Submission
+from records.moderation import ensure_moderators_group
 from tests.admin.conftest import PASSWORD
 
 MIRRORED = ["bounty", "submission", "dispute", "disputereviewqueue"]
 
 
-def test_the_moderators_group_has_exactly_the_permissions_it_needs(db: None) -> None:
+EXPECTED = ["add_moderatornote", "view_bounty", "view_dispute", "view_disputereviewqueue", "view_moderatornote",
+            "view_submission"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_migration_creates_the_moderators_group_with_exactly_what_it_needs() -> None:
+    call_command("migrate", "records", "0003_moderation", verbosity=0)
+    assert not Group.objects.filter(name="Moderators").exists()
+    call_command("migrate", "records", verbosity=0)
     codenames = sorted(Group.objects.get(name="Moderators").permissions.values_list("codename", flat=True))
-    assert codenames == ["add_moderatornote", "view_bounty", "view_dispute", "view_disputereviewqueue",
-                         "view_moderatornote", "view_submission"]
+    assert codenames == EXPECTED
+
+
+def test_the_group_can_be_restored_with_the_same_permissions(db: None) -> None:
+    Group.objects.filter(name="Moderators").delete()
+    assert sorted(ensure_moderators_group().permissions.values_list("codename", flat=True)) == EXPECTED
 
 
 @pytest.mark.parametrize("url_name", ["admin:index", "admin:records_disputereviewqueue_changelist"])
@@ -88,7 +102,7 @@ def test_notes_are_visible_to_every_moderator(moderator_client: Client, dispute:
     url = reverse("admin:records_dispute_review", args=[dispute.pk])
     moderator_client.post(url, {"recommendation": "reject", "text": "Looks original to me."})
     colleague = User.objects.create_user("mod2", is_staff=True)
-    colleague.groups.add(Group.objects.get(name="Moderators"))
+    colleague.groups.add(ensure_moderators_group())
     client.force_login(colleague)
     page = client.get(url).content.decode()
     assert "Looks original to me." in page
@@ -97,7 +111,7 @@ def test_notes_are_visible_to_every_moderator(moderator_client: Client, dispute:
 
 def test_staff_without_the_note_permission_cannot_add_notes(client: Client, dispute: Dispute) -> None:
     viewer = User.objects.create_user("viewer", is_staff=True)
-    viewer.user_permissions.add(*Group.objects.get(name="Moderators").permissions.exclude(codename="add_moderatornote"))
+    viewer.user_permissions.add(*ensure_moderators_group().permissions.exclude(codename="add_moderatornote"))
     client.force_login(viewer)
     url = reverse("admin:records_dispute_review", args=[dispute.pk])
     assert b'id="note-form"' not in client.get(url).content

@@ -15,12 +15,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from django.contrib.auth.models import Group, User
+from django.contrib.auth.models import User
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from contracts.demo import seed_demo_activity
 from indexer.sync import Indexer
 from records.models import Dispute
+from records.moderation import ensure_moderators_group
 from tests.admin.conftest import PASSWORD
 from tests.chain import Chain
 from tests.indexer.conftest import config_for, index_to_head
@@ -73,7 +74,7 @@ def test_a_moderator_reviews_a_dispute_and_the_arbiter_resolves_it(
     indexer.ensure_deployment()
     index_to_head(indexer)
     user = User.objects.create_user("moderator", password=PASSWORD, is_staff=True)
-    user.groups.add(Group.objects.get(name="Moderators"))
+    user.groups.add(ensure_moderators_group())
     target = Dispute.objects.filter(status="pending_human_review", submission_id=5).get()
 
     context = browser.new_context(viewport={"width": 1400, "height": 1000})

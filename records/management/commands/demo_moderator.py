@@ -6,8 +6,10 @@ import secrets
 from typing import Any
 
 from django.conf import settings
-from django.contrib.auth.models import Group, User
+from django.contrib.auth.models import User
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from records.moderation import ensure_moderators_group
 
 
 class Command(BaseCommand):
@@ -25,6 +27,6 @@ class Command(BaseCommand):
         user.is_superuser = False
         user.set_password(password)
         user.save()
-        user.groups.set([Group.objects.get(name="Moderators")])
+        user.groups.set([ensure_moderators_group()])
         verb = "created" if created else "reset"
         self.stdout.write(f"demo moderator {verb}: username {user.username!r}, password {password!r}")

@@ -1,0 +1,129 @@
+"""GET /health: service status, version, the configured deployment and the indexer's flags."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.conf import settings as django_settings
+from django.db import OperationalError
+from django.test import Client
+from django.utils import timezone
+
+from indexer.models import SyncState
+from records.api import views
+from records.models import Deployment
+from tests.api import helpers as h
+from tests.factories import ACTIVE_CONTRACT, ACTIVE_USDC
+
+PATH = "/health"
+INDEXER_FLAGS = {"enabled", "running", "synced", "last_indexed_block", "head_block", "lag_blocks", "confirmations",
+                 "last_heartbeat"}
+PROJECT_VERSION = tomllib.loads((Path(django_settings.BASE_DIR) / "pyproject.toml").read_text())["project"]["version"]
+
+
+def health(api: Client, status: int = 200) -> dict[str, Any]:
+    response = api.get(PATH)
+    assert response.status_code == status
+    assert response["Content-Type"].startswith("application/json")
+    assert response["Cache-Control"] == "no-store"
+    body: dict[str, Any] = json.loads(response.content)
+    return body
+
+
+def indexer_at(deployment: Deployment, *, last: int | None, head: int | None, heartbeat: datetime | None) -> None:
+    SyncState.objects.filter(deployment=deployment).update(last_indexed_block=last, head_block=head,
+                                                           last_heartbeat=heartbeat)
+
+
+def test_without_an_indexer_it_is_ok_and_reports_the_deployment(api: Client, active: Deployment) -> None:
+    body = health(api)
+    assert {"status", "version", "deployment", "indexer"} <= set(body)
+    assert (body["status"], body["version"]) == ("ok", PROJECT_VERSION)
+    assert body["deployment"] == {"chain_id": 91342, "contract_address": h.checksummed(ACTIVE_CONTRACT),
+                                  "usdc_address": h.checksummed(ACTIVE_USDC)}
+    assert body["deployment"]["contract_address"] == "0xe7f1725E7734CE288F8367e1Bb143E90bb3F0512"
+    assert set(body["indexer"]) >= INDEXER_FLAGS
+    assert {name: body["indexer"][name] for name in INDEXER_FLAGS} == {
+        "enabled": False, "running": False, "synced": False, "last_indexed_block": None, "head_block": None,
+        "lag_blocks": None, "confirmations": django_settings.BOUNTY_CONFIRMATIONS, "last_heartbeat": None}
+
+
+def test_a_running_synced_indexer_is_ok(api: Client, settings: Any, active: Deployment) -> None:
+    settings.BOUNTY_RPC_URL = "http://127.0.0.1:8545"
+    settings.BOUNTY_CONFIRMATIONS = 2
+    beat = timezone.now().replace(microsecond=0) - timedelta(seconds=5)
+    indexer_at(active, last=98, head=100, heartbeat=beat)
+    body = health(api)
+    assert body["status"] == "ok"
+    assert {name: body["indexer"][name] for name in INDEXER_FLAGS} == {
+        "enabled": True, "running": True, "synced": True, "last_indexed_block": 98, "head_block": 100,
+        "lag_blocks": 0, "confirmations": 2, "last_heartbeat": h.rfc3339(beat)}
+    assert h.RFC3339_Z.fullmatch(body["indexer"]["last_heartbeat"])
+
+
+@pytest.mark.parametrize(("last", "head", "age", "running", "synced"), [
+    (None, None, None, False, False),
+    (100, 100, 3_600, False, False),
+    (50, 100, 5, True, False),
+    (None, 100, 5, True, False),
+], ids=["never ran", "stale heartbeat", "lagging", "nothing indexed yet"])
+def test_an_enabled_indexer_that_is_not_running_and_synced_is_degraded(
+        api: Client, settings: Any, active: Deployment, last: int | None, head: int | None, age: int | None,
+        running: bool, synced: bool) -> None:
+    settings.BOUNTY_RPC_URL = "http://127.0.0.1:8545"
+    settings.BOUNTY_CONFIRMATIONS = 0
+    settings.BOUNTY_HEALTH_MAX_LAG_BLOCKS = 10
+    indexer_at(active, last=last, head=head,
+               heartbeat=None if age is None else timezone.now() - timedelta(seconds=age))
+    body = health(api)
+    assert body["status"] == "degraded"
+    assert (body["indexer"]["enabled"], body["indexer"]["running"], body["indexer"]["synced"]) == (
+        True, running, synced)
+
+
+def test_it_answers_before_the_active_deployment_is_indexed(api: Client, other_chain: Deployment) -> None:
+    body = health(api)
+    assert body["status"] == "ok" and body["indexer"]["last_indexed_block"] is None
+    assert body["deployment"]["chain_id"] == 91342
+
+
+def test_it_is_never_cached_nor_conditional(api: Client, active: Deployment) -> None:
+    for tag in ("*", 'W/"anything"'):
+        response = api.get(PATH, headers={"If-None-Match": tag})
+        assert response.status_code == 200 and response.content
+        assert "ETag" not in response
+        assert response["Cache-Control"] == "no-store"
+
+
+def test_it_carries_no_rate_limit_headers(api: Client, active: Deployment) -> None:
+    response = api.get(PATH)
+    assert not any(name.lower().startswith("x-ratelimit") for name in response.headers)
+
+
+def test_head_answers_the_headers_without_a_body(api: Client, active: Deployment) -> None:
+    response = api.head(PATH)
+    assert (response.status_code, response.content, response["Cache-Control"]) == (200, b"", "no-store")
+
+
+def test_an_unreachable_database_is_a_503_with_status_error(api: Client, monkeypatch: pytest.MonkeyPatch,
+                                                            active: Deployment) -> None:
+    """The database is made unreachable by swapping the view's connection for one whose cursor()
+    raises OperationalError, as a refused or dropped connection does."""
+    class Unreachable:
+        def cursor(self) -> Any:
+            raise OperationalError("connection refused")
+
+    monkeypatch.setattr(views, "connection", Unreachable())
+    body = health(api, status=503)
+    assert body["status"] == "error"
+
+
+def test_the_last_heartbeat_is_reported_in_utc(api: Client, settings: Any, active: Deployment) -> None:
+    settings.BOUNTY_RPC_URL = "http://127.0.0.1:8545"
+    indexer_at(active, last=1, head=1, heartbeat=datetime(2026, 1, 1, 12, tzinfo=UTC))
+    assert health(api)["indexer"]["last_heartbeat"] == "2026-01-01T12:00:00Z"
