@@ -27,6 +27,7 @@ from indexer.locks import deployment_lock
 from indexer.models import AppliedLog, ChangeLogEntry, IndexedBlock, SyncState
 from indexer.rpc import RangeTooLarge, RpcClient
 from indexer.transitions import Message, RecordStore, apply_event, chain_time, undo_entries
+from records.live import notify_changes
 from records.models import Deployment
 
 logger = logging.getLogger(__name__)
@@ -276,6 +277,8 @@ class Indexer:
         store.save()
         insert_rows(AppliedLog, _LEDGER_COLUMNS, ledger)
         insert_rows(ChangeLogEntry, _CHANGE_COLUMNS, changes)
+        if changes:  # wake the websocket feeds of every server process once this commits
+            transaction.on_commit(notify_changes)
         insert_rows(IndexedBlock, _BLOCK_COLUMNS, [(deployment.pk, number, header["hash"], header["parentHash"],
                                                     times[number]) for number, header in sorted(headers.items())])
         IndexedBlock.objects.filter(deployment=deployment, number__lt=to - self.config.kept_blocks).delete()
@@ -339,6 +342,8 @@ class Indexer:
             seq += 1
             changes.append(self._entry(deployment, seq, message))
         insert_rows(ChangeLogEntry, _CHANGE_COLUMNS, changes)
+        if changes:  # wake the websocket feeds of every server process once this commits
+            transaction.on_commit(notify_changes)
         state.last_seq = seq
         state.last_indexed_block = ancestor if ancestor >= self.config.start_block else None
         state.save()

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from django.core.cache import cache
 from web3 import Web3
 
 from contracts.devchain import Anvil, DevDeployment, deploy_reference_contracts, free_port
@@ -50,3 +51,6 @@ def _redis_database_per_worker(settings: Any, worker_id: str) -> None:
     number = 1 + (int(worker_id.removeprefix("gw")) if worker_id.startswith("gw") else 0)
     location = re.sub(r"(/\d*)?$", f"/{number}", settings.REDIS_URL.split("?")[0], count=1)
     settings.CACHES = {"default": {**settings.CACHES["default"], "LOCATION": location}}
+    layer = settings.CHANNEL_LAYERS["default"]
+    settings.CHANNEL_LAYERS = {"default": {**layer, "CONFIG": {**layer["CONFIG"], "hosts": [location]}}}
+    cache.clear()  # nothing left from earlier tests: counters of killed servers, cached bodies

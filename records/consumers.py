@@ -1,0 +1,80 @@
+"""The websocket `/ws/events`: a thin consumer over `records.live` and `records.ws_limits`.
+
+The feed is public and read-only, like the REST routes: it reads no cookie or session, so a page
+of another origin learns nothing through it that it could not fetch anyway, and no origin check
+applies (bountysite/asgi.py). The server expects no messages from clients; what they send only
+counts against the limits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+from urllib.parse import parse_qs
+
+from channels.generic.websocket import AsyncWebsocketConsumer
+
+from records import live
+from records.ws_limits import INTERNAL_ERROR, POLICY_VIOLATION, ConnectionSlot, MessageBudget, scope_client_address
+
+logger = logging.getLogger(__name__)
+
+
+class EventsConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]
+    # The feed, not a per-connection channel, delivers messages: no channel-layer receive loop.
+    channel_layer_alias = None
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        self.stream: asyncio.Task[None] | None = None
+        self.slot = ConnectionSlot(scope_client_address(scope))
+        try:
+            await super().__call__(scope, receive, send)
+        finally:  # also when daphne cancels the application at shutdown, without a disconnect
+            if self.stream is not None:
+                self.stream.cancel()
+            await self.slot.release()
+
+    async def connect(self) -> None:
+        await self.accept()
+        self.budget = MessageBudget()
+        if not await self.slot.acquire():
+            await self.close(code=POLICY_VIOLATION)
+            return
+        self.stream = asyncio.create_task(live.run_stream(self._since(), self._send, self._too_slow))
+        self.stream.add_done_callback(self._stream_failed)
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        size = len(text_data.encode()) if text_data is not None else len(bytes_data or b"")
+        if not self.budget.allows(size):
+            await self._close_for_policy()
+
+    async def disconnect(self, code: int) -> None:
+        if self.stream is not None:
+            self.stream.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.stream
+
+    async def _send(self, text: str) -> None:
+        await self.send(text_data=text)
+
+    async def _close_for_policy(self) -> None:
+        if self.stream is not None:
+            self.stream.cancel()
+        await self.close(code=POLICY_VIOLATION)
+
+    def _too_slow(self) -> None:
+        self._closing = asyncio.ensure_future(self._close_for_policy())
+
+    def _stream_failed(self, stream: asyncio.Task[None]) -> None:
+        if not stream.cancelled() and (error := stream.exception()) is not None:
+            logger.error("websocket stream failed", exc_info=error)
+            self._closing = asyncio.ensure_future(self.close(code=INTERNAL_ERROR))
+
+    def _since(self) -> int | None:
+        values = parse_qs(self.scope.get("query_string", b"").decode("latin1")).get("since")
+        try:
+            return int(values[0]) if values else None
+        except ValueError:
+            return None

@@ -1,0 +1,390 @@
+"""The live side of the websocket `/ws/events` (decisions.md section 8).
+
+Every message comes from committed rows, so nothing is ever sent before the indexer's commit:
+
+- A snapshot is read with the deployment's `last_seq` S in one consistent read (PostgreSQL:
+  a REPEATABLE READ transaction; SQLite in WAL: one read transaction), streamed in chunks from a
+  thread, so memory stays bounded whatever the number of records.
+- One `LiveFeed` per server process reads the change log (`ChangeLogEntry`, seq gap-free per
+  deployment) past its cursor -- one query per wake-up for the whole process, never per
+  client -- and fans the encoded messages out to every client's bounded `Outbox`. It wakes on a
+  channel-layer message the indexer sends after each commit (`notify_changes`; with Redis it
+  crosses processes) and polls every BOUNTY_WS_POLL_MS besides, which alone carries the embedded
+  default (SQLite, no Redis), where the in-memory layer cannot reach another process.
+- A client joins the feed at S+1 (or at `since`+1): it reads the seqs it misses from the
+  database, the last stretch under the feed's lock, so no seq is lost or delivered twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from collections import deque
+from collections.abc import Awaitable, Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Literal, TypedDict, cast
+
+import orjson
+from asgiref.sync import async_to_sync
+from channels.db import database_sync_to_async
+from channels.layers import InMemoryChannelLayer, get_channel_layer
+from django.conf import settings
+from django.db import connection
+from django.db.models import Min
+
+from indexer.models import ChangeLogEntry, SyncState
+from records.models import Deployment
+from records.representation import JsonRecord, bounty_json, dispute_json, submission_json
+from records.selectors import DeploymentFilter, ListQuery, Resource, active_deployment, record_rows
+
+logger = logging.getLogger(__name__)
+
+GROUP = "records.changes"  # the channel-layer group of the server processes' feeds
+READ_CHUNK = 1_000  # change-log rows per query
+SNAPSHOT_CHUNK = 500  # snapshot records per read from the database thread
+SNAPSHOT_READERS = 8  # concurrent snapshot reads per process (each holds a database connection)
+SNAPSHOT_STALL_SECONDS = 30  # a client that takes longer to accept a snapshot chunk is too slow
+
+MessageType = Literal[
+    "bounty.created", "submission.created", "dispute.created", "dispute.resolved", "dispute.cancelled",
+    "bounty.finalized", "bounty.refunded", "submission.refunded", "bounty.updated", "submission.updated",
+    "dispute.updated", "bounty.removed", "submission.removed", "dispute.removed",
+]
+SnapshotType = Literal["bounty.created", "submission.created", "dispute.created"]
+
+
+class LiveMessage(TypedDict):
+    type: MessageType
+    payload: JsonRecord
+    seq: int
+
+
+class SnapshotMessage(TypedDict):
+    type: SnapshotType
+    payload: JsonRecord
+    snapshot: Literal[True]
+
+
+def encode(message: LiveMessage | SnapshotMessage) -> str:
+    return orjson.dumps(message).decode()
+
+
+class TooSlow(Exception):
+    """The client reads its messages slower than they come (close with 1008)."""
+
+
+# ---------------------------------------------------------------------------- database reads
+
+
+def _deployment_id() -> int | None:
+    deployment = active_deployment()
+    return deployment.pk if deployment is not None else None
+
+
+def _last_seq(deployment_id: int) -> int:
+    return SyncState.objects.filter(deployment_id=deployment_id).values_list("last_seq", flat=True).first() or 0
+
+
+def read_changes(deployment_id: int, first: int, last: int) -> list[tuple[int, str]]:
+    """The encoded live messages of seqs first..last (at most READ_CHUNK of them), in order."""
+    rows = (ChangeLogEntry.objects.filter(deployment_id=deployment_id, seq__gte=first, seq__lte=last)
+            .order_by("seq").values_list("seq", "type", "payload")[:READ_CHUNK])
+    return [(seq, encode(LiveMessage(type=cast(MessageType, kind), payload=payload, seq=seq)))
+            for seq, kind, payload in rows]
+
+
+def resume_point(since: int) -> int | None:
+    """The first seq to send a client that saw every change up to `since`, when the change log
+    still holds all those after it; None when it needs a snapshot instead."""
+    deployment_id = _deployment_id()
+    if deployment_id is None or since < 0:
+        return None
+    last = _last_seq(deployment_id)
+    if since > last:
+        return None
+    if since < last:
+        oldest = ChangeLogEntry.objects.filter(deployment_id=deployment_id).aggregate(v=Min("seq"))["v"]
+        if oldest is None or oldest > since + 1:
+            return None
+    return since + 1
+
+
+_SNAPSHOT_KINDS: list[tuple[Resource, SnapshotType, Callable[..., JsonRecord]]] = [
+    ("bounties", "bounty.created", bounty_json),
+    ("submissions", "submission.created", submission_json),
+    ("disputes", "dispute.created", dispute_json),
+]
+
+
+class SnapshotReader:
+    """Every record of the active deployment as snapshot messages, and the seq they are current
+    at, from one consistent read. All its methods run in one dedicated thread (the transaction
+    belongs to that thread's database connection)."""
+
+    def __init__(self) -> None:
+        self.last_seq = 0
+        self._messages: Iterator[str] = iter(())
+        self._in_transaction = False
+
+    def open(self) -> None:
+        connection.ensure_connection()
+        if connection.vendor == "postgresql":
+            connection.set_autocommit(False)
+            with connection.cursor() as cursor:
+                cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        else:
+            # Django's SQLite transactions are BEGIN IMMEDIATE (the write lock, settings.py);
+            # a deferred BEGIN reads one WAL snapshot without blocking the indexer.
+            with connection.cursor() as cursor:
+                cursor.execute("BEGIN DEFERRED")
+        self._in_transaction = True
+        deployment = active_deployment()
+        if deployment is None:
+            return
+        self.last_seq = _last_seq(deployment.pk)
+        self._messages = itertools.chain.from_iterable(self._kind(deployment, *kind) for kind in _SNAPSHOT_KINDS)
+
+    @staticmethod
+    def _kind(deployment: Deployment, resource: Resource, kind: SnapshotType,
+              to_json: Callable[..., JsonRecord]) -> Iterator[str]:
+        query = ListQuery(resource=resource, descending=False, deployments=DeploymentFilter(
+            chain_id=deployment.chain_id, contract_address=deployment.contract_address))
+        chain_id, address = deployment.chain_id, deployment.contract_address
+        for row in record_rows(query, chunk_size=SNAPSHOT_CHUNK * 4):
+            payload = to_json(row, chain_id=chain_id, contract_address=address)
+            yield encode(SnapshotMessage(type=kind, payload=payload, snapshot=True))
+
+    def next_chunk(self) -> list[str]:
+        return list(itertools.islice(self._messages, SNAPSHOT_CHUNK))
+
+    def close(self) -> None:
+        try:
+            if self._in_transaction:
+                if connection.vendor == "postgresql":
+                    connection.rollback()
+                    connection.set_autocommit(True)
+                else:
+                    with connection.cursor() as cursor:
+                        cursor.execute("ROLLBACK")
+        finally:
+            connection.close()
+
+
+_snapshot_slots: asyncio.Semaphore | None = None
+
+
+async def stream_snapshot(send: Callable[[str], Awaitable[None]]) -> int:
+    """Sends the snapshot through `send`; returns the first seq the client has not seen."""
+    global _snapshot_slots
+    if _snapshot_slots is None:
+        _snapshot_slots = asyncio.Semaphore(SNAPSHOT_READERS)
+    loop = asyncio.get_running_loop()
+    async with _snapshot_slots:
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ws-snapshot") as thread:
+            reader = SnapshotReader()
+            pending: asyncio.Future[list[str]] | None = None
+            try:
+                await loop.run_in_executor(thread, reader.open)
+                pending = loop.run_in_executor(thread, reader.next_chunk)
+                while chunk := await pending:
+                    pending = loop.run_in_executor(thread, reader.next_chunk)  # read ahead one chunk
+                    try:
+                        async with asyncio.timeout(SNAPSHOT_STALL_SECONDS):
+                            for text in chunk:
+                                await send(text)
+                    except TimeoutError:
+                        raise TooSlow from None
+                pending = None
+            finally:
+                # The thread runs one call at a time: the close waits for a read in flight.
+                await asyncio.shield(loop.run_in_executor(thread, reader.close))
+    return reader.last_seq + 1
+
+
+# ---------------------------------------------------------------------------- the live feed
+
+
+class Outbox:
+    """One client's bounded queue of live messages; `next_seq` is the first it has not been given."""
+
+    def __init__(self, next_seq: int, on_overflow: Callable[[], None]) -> None:
+        self.next_seq = next_seq
+        self.bound: int = settings.BOUNTY_WS_MAX_BACKLOG
+        self.on_overflow = on_overflow
+        self.overflowed = False
+        self._items: deque[str] = deque()
+        self._ready = asyncio.Event()
+
+    def put(self, seq: int, text: str) -> None:
+        if seq < self.next_seq or self.overflowed:
+            return
+        if len(self._items) >= self.bound:
+            # The client's sender is stuck waiting for the socket: tell the consumer right away.
+            self.overflowed = True
+            self._items.clear()
+            self.on_overflow()
+        else:
+            self._items.append(text)
+            self.next_seq = seq + 1
+        self._ready.set()
+
+    async def get(self) -> str:
+        while not self._items and not self.overflowed:
+            self._ready.clear()
+            await self._ready.wait()
+        if self.overflowed:
+            raise TooSlow
+        return self._items.popleft()
+
+
+class LiveFeed:
+    """The process's one reader of the change log, fanning out to every subscribed Outbox."""
+
+    def __init__(self) -> None:
+        self.deployment_id: int | None = None
+        self.cursor = 0  # the newest seq fanned out
+        self.subscribers: set[Outbox] = set()
+        self.lock = asyncio.Lock()
+        self._wake = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def start(self) -> None:
+        if not self._tasks:
+            self._tasks = [asyncio.create_task(self._run()), asyncio.create_task(self._listen())]
+
+    async def subscribe(self, outbox: Outbox, send: Callable[[str], Awaitable[None]]) -> None:
+        """Brings `outbox` from its next_seq up to the feed and adds it to the subscribers.
+
+        Long gaps (a slow snapshot, an old `since`) are sent straight from the database without
+        the lock; only the last stretch, at most what one wake-up reads, is read under it."""
+        self.start()
+        while True:
+            async with self.lock:
+                if self.deployment_id is None:
+                    await self._resolve()
+                if self.deployment_id is None or outbox.next_seq > self.cursor:
+                    self.subscribers.add(outbox)
+                    return
+                if self.cursor - outbox.next_seq < min(READ_CHUNK, outbox.bound):
+                    rows = await database_sync_to_async(read_changes)(self.deployment_id, outbox.next_seq,
+                                                                      self.cursor)
+                    for seq, text in rows:
+                        outbox.put(seq, text)
+                    self.subscribers.add(outbox)
+                    return
+                deployment_id, last = self.deployment_id, self.cursor
+            rows = await database_sync_to_async(read_changes)(deployment_id, outbox.next_seq, last)
+            for seq, text in rows:
+                await send(text)
+                outbox.next_seq = seq + 1
+
+    def unsubscribe(self, outbox: Outbox) -> None:
+        self.subscribers.discard(outbox)
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    async def _resolve(self) -> None:
+        self.deployment_id = await database_sync_to_async(_deployment_id)()
+        if self.deployment_id is not None:
+            # Subscribers waiting for a new deployment need it from its first seq.
+            self.cursor = 0 if self.subscribers else await database_sync_to_async(_last_seq)(self.deployment_id)
+
+    async def _run(self) -> None:
+        poll: float = settings.BOUNTY_WS_POLL_SECONDS
+        while True:
+            try:
+                async with asyncio.timeout(poll):
+                    await self._wake.wait()
+            except TimeoutError:
+                pass
+            self._wake.clear()
+            try:
+                await self._advance()
+            except Exception:
+                logger.exception("the websocket feed could not read the change log; retrying")
+
+    async def _advance(self) -> None:
+        async with self.lock:
+            if self.deployment_id is None:
+                await self._resolve()
+                if self.deployment_id is None:
+                    return
+            if not self.subscribers:
+                self.cursor = await database_sync_to_async(_last_seq)(self.deployment_id)
+                return
+            while rows := await database_sync_to_async(read_changes)(self.deployment_id, self.cursor + 1,
+                                                                     2**63 - 1):
+                slice_size = max(1, min(READ_CHUNK, settings.BOUNTY_WS_MAX_BACKLOG // 2))
+                for start in range(0, len(rows), slice_size):
+                    for seq, text in rows[start : start + slice_size]:
+                        for outbox in self.subscribers:
+                            outbox.put(seq, text)
+                    self.cursor = rows[min(len(rows), start + slice_size) - 1][0]
+                    await asyncio.sleep(0)  # let the clients' senders drain before the next slice
+                if len(rows) < READ_CHUNK:
+                    return
+
+    async def _listen(self) -> None:
+        """Wakes the feed on each indexer commit announced on the channel layer."""
+        layer = get_channel_layer()
+        if layer is None:
+            return
+        channel = await layer.new_channel()
+        while True:
+            try:
+                await layer.group_add(GROUP, channel)  # again each round: group membership expires
+                for _ in range(60):
+                    try:
+                        async with asyncio.timeout(60):
+                            await layer.receive(channel)
+                        self._wake.set()
+                    except TimeoutError:
+                        pass
+            except Exception:
+                logger.exception("the websocket feed lost the channel layer; polling meanwhile")
+                await asyncio.sleep(5)
+
+
+feed = LiveFeed()
+
+
+def notify_changes() -> None:
+    """Wakes the websocket feeds of every server process; the indexer calls it after each commit.
+
+    Only an optimisation: the feeds poll anyway. The in-memory layer of the embedded default
+    reaches no other process, so nothing is sent there."""
+    layer = get_channel_layer()
+    if layer is None or isinstance(layer, InMemoryChannelLayer):
+        return
+    try:
+        async_to_sync(layer.group_send)(GROUP, {"type": "changes.committed"})
+    except Exception:
+        logger.warning("could not notify the websocket feeds; they will see the change at their next poll",
+                       exc_info=True)
+
+
+# ---------------------------------------------------------------------------- one client's stream
+
+
+async def run_stream(since: int | None, send: Callable[[str], Awaitable[None]],
+                     on_too_slow: Callable[[], None]) -> None:
+    """Sends one client the snapshot (or what it missed since `since`), then live messages until
+    cancelled. A client too slow to read is reported through `on_too_slow`."""
+    start = await database_sync_to_async(resume_point)(since) if since is not None else None
+    if start is None:
+        try:
+            start = await stream_snapshot(send)
+        except TooSlow:
+            on_too_slow()
+            return
+    outbox = Outbox(start, on_too_slow)
+    try:
+        await feed.subscribe(outbox, send)
+        while True:
+            await send(await outbox.get())
+    except TooSlow:
+        return
+    finally:
+        feed.unsubscribe(outbox)

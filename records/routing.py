@@ -1,0 +1,9 @@
+"""Websocket routes, served beside the HTTP application by bountysite/asgi.py."""
+
+from django.urls import path
+
+from records.consumers import EventsConsumer
+
+websocket_urlpatterns = [
+    path("ws/events", EventsConsumer.as_asgi()),
+]

@@ -1,0 +1,155 @@
+"""Fixtures of the websocket tests: real daphne server processes (and a real indexer process)
+sharing the test database, and real `websockets` clients."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.core.cache import cache
+from django.db import transaction
+from websockets.sync.client import ClientConnection, connect
+
+from contracts.devchain import free_port
+from indexer.models import ChangeLogEntry, SyncState
+from records import live
+from records.models import Bounty, Deployment
+from tests.chain import Chain
+from tests.factories import make_bounty, make_deployment
+from tests.indexer.conftest import process_env
+
+PROJECT_DIR = Path(__file__).resolve().parent.parent.parent
+DAPHNE = str(Path(sys.executable).parent / "daphne")
+
+
+@dataclass
+class Server:
+    process: subprocess.Popen[bytes]
+    port: int
+
+    def url(self, query: str = "") -> str:
+        return f"ws://127.0.0.1:{self.port}/ws/events{query}"
+
+
+def start_daphne(env: dict[str, str], application: str = "bountysite.asgi:application") -> Server:
+    port = free_port()
+    process = subprocess.Popen([DAPHNE, "-b", "127.0.0.1", "-p", str(port), application], cwd=PROJECT_DIR,
+                               env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise AssertionError(f"daphne exited: {process.stderr.read().decode() if process.stderr else ''}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return Server(process, port)
+        except OSError:
+            time.sleep(0.05)
+    raise AssertionError("daphne did not start listening")
+
+
+def stop(process: subprocess.Popen[Any]) -> None:
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+@pytest.fixture
+def servers(chain: Chain) -> Iterator[Callable[..., Server]]:
+    """Starts daphne processes of the service (extra environment as keywords) on the test database."""
+    started: list[Server] = []
+    cache.clear()  # connection counts of servers killed by earlier tests (shared with Redis)
+
+    def serve(**extra: str) -> Server:
+        server = start_daphne(process_env(chain, **{"BOUNTY_WS_POLL_MS": "50", **extra}))
+        started.append(server)
+        return server
+
+    yield serve
+    for server in started:
+        stop(server.process)
+
+
+@pytest.fixture
+def indexer_process(chain: Chain) -> Iterator[Callable[[], subprocess.Popen[bytes]]]:
+    """Starts `manage.py run_indexer` as its own process, as operators run it."""
+    started: list[subprocess.Popen[bytes]] = []
+
+    def start() -> subprocess.Popen[bytes]:
+        process = subprocess.Popen([sys.executable, "manage.py", "run_indexer"], cwd=PROJECT_DIR,
+                                   env=process_env(chain), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        started.append(process)
+        return process
+
+    yield start
+    for process in started:
+        stop(process)
+
+
+@pytest.fixture
+def active(chain: Chain) -> Deployment:
+    """The deployment the servers serve (the chain's), for tests that write records directly."""
+    return make_deployment(contract_address=chain.deployment.contract_address.lower(),
+                           usdc_address=chain.deployment.usdc_address.lower())
+
+
+def commit_change(deployment: Deployment, kind: str, payload: dict[str, Any], count: int = 1) -> int:
+    """Appends `count` changes as the indexer does (the next seqs, in one transaction with last_seq)
+    and notifies the feeds after the commit; returns the last seq."""
+    with transaction.atomic():
+        state = SyncState.objects.select_for_update().get(deployment=deployment)
+        ChangeLogEntry.objects.bulk_create([
+            ChangeLogEntry(deployment=deployment, seq=state.last_seq + n, type=kind, payload=payload, block_number=1)
+            for n in range(1, count + 1)
+        ])
+        state.last_seq += count
+        state.save(update_fields=["last_seq"])
+        transaction.on_commit(live.notify_changes)
+    return state.last_seq
+
+
+def many_bounties(deployment: Deployment, count: int) -> None:
+    """`count` bounties with IDs 1..count, written in bulk (copies of one factory bounty)."""
+    template = make_bounty(deployment, bounty_id=1)
+    fields = {f.attname: getattr(template, f.attname) for f in Bounty._meta.concrete_fields if f.attname != "id"}
+    Bounty.objects.bulk_create([Bounty(**{**fields, "bounty_id": n}) for n in range(2, count + 1)], batch_size=2_000)
+
+
+def open_client(url: str, **options: Any) -> ClientConnection:
+    client: ClientConnection = connect(url, open_timeout=10, **options)
+    return client
+
+
+def receive(client: ClientConnection, timeout: float = 10) -> dict[str, Any]:
+    message: dict[str, Any] = json.loads(client.recv(timeout=timeout))
+    return message
+
+
+def receive_n(client: ClientConnection, count: int, timeout: float = 20) -> list[dict[str, Any]]:
+    deadline = time.monotonic() + timeout
+    return [receive(client, max(0.01, deadline - time.monotonic())) for _ in range(count)]
+
+
+def close_code(client: ClientConnection, timeout: float = 10) -> int | None:
+    """Reads until the server closes the connection; the close code the client received."""
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            client.recv(timeout=max(0.01, deadline - time.monotonic()))
+    except TimeoutError:
+        raise AssertionError("the server did not close the connection") from None
+    except Exception:  # ConnectionClosed*: the close frame (or its absence) is on the client
+        pass
+    return client.close_code

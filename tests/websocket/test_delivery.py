@@ -1,0 +1,58 @@
+"""Live delivery across processes, and `?since=` resumption."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+import pytest
+
+from indexer.models import ChangeLogEntry
+from records.models import Deployment
+from records.representation import bounty_json
+from tests.factories import make_bounty
+from tests.websocket.conftest import Server, commit_change, open_client, receive, receive_n
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_clients_of_two_server_processes_receive_every_live_message(
+    active: Deployment, servers: Callable[..., Server]
+) -> None:
+    # With Redis the servers barely poll: the indexer's notification must carry the messages.
+    poll = "60000" if os.environ.get("REDIS_URL") else "50"
+    first, second = servers(BOUNTY_WS_POLL_MS=poll), servers(BOUNTY_WS_POLL_MS=poll)
+    with open_client(first.url("?since=0")) as one, open_client(second.url("?since=0")) as two:
+        seqs = [commit_change(active, "bounty.updated", {"id": n}) for n in range(1, 6)]
+        seqs.append(commit_change(active, "bounty.updated", {"id": 6}, count=3))
+        for client in (one, two):
+            messages = receive_n(client, 8, timeout=10)
+            assert [m["seq"] for m in messages] == list(range(1, 9))
+            assert seqs[-1] == 8
+
+
+def test_since_delivers_exactly_the_missed_messages(active: Deployment, servers: Callable[..., Server]) -> None:
+    for n in range(1, 8):
+        commit_change(active, "bounty.updated", {"id": n})
+    server = servers()
+    with open_client(server.url("?since=3")) as client:
+        assert [m["seq"] for m in receive_n(client, 4)] == [4, 5, 6, 7]
+        seq = commit_change(active, "bounty.updated", {"id": 8})
+        assert receive(client) == {"type": "bounty.updated", "payload": {"id": 8}, "seq": seq}
+        with pytest.raises(TimeoutError):
+            client.recv(timeout=0.3)
+
+
+@pytest.mark.parametrize("since", ["0", "99", "-1", "x"])
+def test_since_out_of_the_change_log_gets_a_snapshot(
+    active: Deployment, servers: Callable[..., Server], since: str
+) -> None:
+    commit_change(active, "bounty.updated", {"id": 1})
+    ChangeLogEntry.objects.all().delete()  # pruned: seq 1 is no longer held, so since=0 cannot resume
+    bounty = make_bounty(active)
+    server = servers()
+    with open_client(server.url(f"?since={since}")) as client:
+        assert receive(client) == {"type": "bounty.created", "snapshot": True, "payload": bounty_json(
+            bounty, chain_id=active.chain_id, contract_address=active.contract_address)}
+        seq = commit_change(active, "bounty.updated", {"id": 2})
+        assert receive(client)["seq"] == seq
