@@ -21,7 +21,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from indexer.bulk import insert_rows
+from indexer.bulk import defer_search_index_merge, insert_rows
 from indexer.events import RECORD_EVENT_TOPICS, RecordEvent, UndecodableLog, decode_log
 from indexer.locks import deployment_lock
 from indexer.models import AppliedLog, ChangeLogEntry, IndexedBlock, SyncState
@@ -255,6 +255,7 @@ class Indexer:
     @transaction.atomic
     def _commit(self, deployment: Deployment, state: SyncState, last: int, to: int, head: int,
                 events: list[RecordEvent], headers: dict[int, dict[str, Any]]) -> Counter[str]:
+        defer_search_index_merge()
         locked = SyncState.objects.select_for_update().get(pk=state.pk)
         if locked.last_indexed_block != state.last_indexed_block:
             raise IndexerError("the sync state moved under this indexer: is another writer running without the lock?")
