@@ -113,7 +113,16 @@ if _database["ENGINE"] == "django.db.backends.sqlite3":
         "timeout": 30,
     }
 else:
-    _database["CONN_MAX_AGE"] = env_int("DATABASE_CONN_MAX_AGE", 60, minimum=0)
+    # Under ASGI a request's database work may run on any of many threads: persistent
+    # per-thread connections pile up until PostgreSQL refuses more. A pool shares a bounded set.
+    _database["CONN_MAX_AGE"] = 0
+    _database["OPTIONS"] = {
+        "pool": {
+            "min_size": env_int("DATABASE_POOL_MIN", 1, minimum=0),
+            "max_size": env_int("DATABASE_POOL_MAX", 10, minimum=1),
+            "timeout": env_int("DATABASE_POOL_TIMEOUT", 10, minimum=1),
+        }
+    }
 DATABASES = {"default": _database}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

@@ -102,7 +102,8 @@ def streamed_json_array(request: HttpRequest, key: str, chunks: Callable[[], Ite
     etag = f'W/"{key.removeprefix("api:")[:32]}"'
     if if_none_match(request, etag):
         return not_modified(etag)
-    body = _pull(chunks()) if isinstance(request, ASGIRequest) else chunks()
+    served_by_asgi = isinstance(getattr(request, "_request", request), ASGIRequest)  # DRF wraps the request
+    body = _pull(chunks()) if served_by_asgi else chunks()
     response = StreamingHttpResponse(body, content_type="application/json")
     response["ETag"] = etag
     response["Cache-Control"] = CACHE_CONTROL
