@@ -150,15 +150,15 @@ class DisputeList(RecordListView):
 class RecordDetailView(ReadView):
     """One record, or an overview, of a qualified deployment."""
 
+    noun = "record"
+
     def get(self, request: Request, record_id: int) -> HttpResponseBase:
         try:
             deployment = qualified_deployment(request.GET)
         except NoSuchDeployment:
-            raise NotFound(f"{self.noun} {record_id} not found") from None
+            raise self.missing(record_id) from None
         key = cache_key(request, QUALIFIERS, data_version(deployment))
         return self.respond(request, key, lambda: self.body(deployment, record_id))
-
-    noun = "record"
 
     def body(self, deployment: Deployment, record_id: int) -> Any:
         raise NotImplementedError
@@ -166,11 +166,11 @@ class RecordDetailView(ReadView):
     def missing(self, record_id: int) -> NotFound:
         return NotFound(f"{self.noun} {record_id} not found")
 
-
-def _found(record: Any, view: RecordDetailView, record_id: int) -> Any:
-    if record is None:
-        raise view.missing(record_id)
-    return record
+    def found(self, record: Any, record_id: int) -> Any:
+        """The record, or the 404 for it."""
+        if record is None:
+            raise self.missing(record_id)
+        return record
 
 
 @schema.record_schema("bounty_get", schema.Bounty, "One bounty")
@@ -178,7 +178,7 @@ class BountyDetail(RecordDetailView):
     noun = "bounty"
 
     def body(self, deployment: Deployment, record_id: int) -> Any:
-        return serialize("bounties", _found(bounty_get(deployment, record_id), self, record_id), deployment)
+        return serialize("bounties", self.found(bounty_get(deployment, record_id), record_id), deployment)
 
 
 @schema.record_schema("submission_get", schema.Submission, "One submission")
@@ -186,7 +186,7 @@ class SubmissionDetail(RecordDetailView):
     noun = "submission"
 
     def body(self, deployment: Deployment, record_id: int) -> Any:
-        return serialize("submissions", _found(submission_get(deployment, record_id), self, record_id), deployment)
+        return serialize("submissions", self.found(submission_get(deployment, record_id), record_id), deployment)
 
 
 @schema.record_schema("dispute_get", schema.Dispute, "One dispute")
@@ -194,7 +194,7 @@ class DisputeDetail(RecordDetailView):
     noun = "dispute"
 
     def body(self, deployment: Deployment, record_id: int) -> Any:
-        return serialize("disputes", _found(dispute_get(deployment, record_id), self, record_id), deployment)
+        return serialize("disputes", self.found(dispute_get(deployment, record_id), record_id), deployment)
 
 
 @schema.record_schema("bounty_overview", schema.BountyOverview, "A bounty, its submissions and their disputes")
@@ -202,7 +202,7 @@ class BountyOverview(RecordDetailView):
     noun = "bounty"
 
     def body(self, deployment: Deployment, record_id: int) -> Any:
-        overview = _found(bounty_overview(deployment, record_id), self, record_id)
+        overview = self.found(bounty_overview(deployment, record_id), record_id)
         return {
             "bounty": serialize("bounties", overview.record, deployment, with_count=True),
             "submissions": [serialize("submissions", s, deployment, with_count=True) for s in overview.submissions],
@@ -215,7 +215,7 @@ class SubmissionOverview(RecordDetailView):
     noun = "submission"
 
     def body(self, deployment: Deployment, record_id: int) -> Any:
-        overview = _found(submission_overview(deployment, record_id), self, record_id)
+        overview = self.found(submission_overview(deployment, record_id), record_id)
         return {
             "submission": serialize("submissions", overview.record, deployment, with_count=True),
             "bounty": _optional("bounties", overview.bounty, deployment),
@@ -228,7 +228,7 @@ class DisputeOverview(RecordDetailView):
     noun = "dispute"
 
     def body(self, deployment: Deployment, record_id: int) -> Any:
-        overview = _found(dispute_overview(deployment, record_id), self, record_id)
+        overview = self.found(dispute_overview(deployment, record_id), record_id)
         return {
             "dispute": serialize("disputes", overview.record, deployment),
             "submission": _optional("submissions", overview.submission, deployment),
