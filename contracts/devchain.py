@@ -22,7 +22,7 @@ from web3 import Web3
 from web3.contract import Contract
 from web3.types import RPCEndpoint
 
-from contracts.artifacts import load_artifact
+from contracts.artifacts import bounty_abi, load_artifact, usdc_abi
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 NODE_MODULES = PROJECT_DIR / "node_modules"
@@ -150,11 +150,11 @@ class DevDeployment:
 
 
 def bounty_contract(w3: Web3, address: str) -> Contract:
-    return w3.eth.contract(address=Web3.to_checksum_address(address), abi=load_artifact("BountyBoard")["abi"])
+    return w3.eth.contract(address=Web3.to_checksum_address(address), abi=bounty_abi())
 
 
 def usdc_contract(w3: Web3, address: str) -> Contract:
-    return w3.eth.contract(address=Web3.to_checksum_address(address), abi=load_artifact("TestUSDC")["abi"])
+    return w3.eth.contract(address=Web3.to_checksum_address(address), abi=usdc_abi())
 
 
 def _deploy(w3: Web3, name: str, sender: str, *args: Any) -> tuple[str, int]:

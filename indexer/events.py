@@ -20,7 +20,7 @@ from typing import Any
 
 from eth_utils.crypto import keccak
 
-from contracts.artifacts import load_artifact
+from contracts.artifacts import bounty_abi
 
 
 @dataclass(frozen=True, slots=True)
@@ -261,7 +261,7 @@ def _abi_type(item: dict[str, Any]) -> str:
 
 def _build_specs() -> dict[str, _EventSpec]:
     specs: dict[str, _EventSpec] = {}
-    for item in load_artifact("BountyBoard")["abi"]:
+    for item in bounty_abi():
         if item["type"] != "event" or item["name"] not in _EVENT_CLASSES:
             continue
         inputs = item["inputs"]

@@ -282,9 +282,6 @@ class LiveFeed:
     def unsubscribe(self, outbox: Outbox) -> None:
         self.subscribers.discard(outbox)
 
-    def wake(self) -> None:
-        self._wake.set()
-
     async def _resolve(self) -> None:
         self.deployment_id = await database_sync_to_async(_deployment_id)()
         if self.deployment_id is not None:

@@ -12,7 +12,7 @@ from web3.contract import Contract
 from web3.logs import DISCARD
 from web3.types import TxReceipt
 
-from contracts.artifacts import load_artifact
+from contracts.artifacts import bounty_abi, load_artifact
 from contracts.devchain import DevDeployment, bounty_contract, usdc_contract
 
 USDC = 10**6
@@ -87,7 +87,7 @@ class Chain:
         return decode_revert(_innermost_revert(trace))
 
     def events(self, receipt: TxReceipt, name: str) -> list[dict[str, Any]]:
-        board_events = {item["name"] for item in load_artifact("BountyBoard")["abi"] if item["type"] == "event"}
+        board_events = {item["name"] for item in bounty_abi() if item["type"] == "event"}
         contract = self.board if name in board_events else self.usdc
         processed = getattr(contract.events, name)().process_receipt(receipt, errors=DISCARD)
         return [dict(event["args"]) for event in processed]

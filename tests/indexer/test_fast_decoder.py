@@ -15,13 +15,13 @@ from eth_utils.crypto import keccak
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from contracts.artifacts import load_artifact
+from contracts.artifacts import bounty_abi
 from contracts.demo import seed_demo_activity
 from indexer.events import RECORD_EVENT_TOPICS, LogRef, UndecodableLog, decode_log
 from tests.chain import Chain
 from tests.indexer.test_events import create_bounty, raw_logs
 
-EVENTS = {item["name"]: item for item in load_artifact("BountyBoard")["abi"] if item["type"] == "event"}
+EVENTS = {item["name"]: item for item in bounty_abi() if item["type"] == "event"}
 TOPIC_OF = {name: "0x" + keccak(text=f"{name}({','.join(i['type'] for i in item['inputs'])})").hex()
             for name, item in EVENTS.items()}
 RECORD_EVENTS = sorted(name for name, topic in TOPIC_OF.items() if topic in RECORD_EVENT_TOPICS)
