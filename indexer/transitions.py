@@ -231,9 +231,22 @@ def _before(store: RecordStore, kind: Kind, key: int) -> UndoEntry:
     return {"kind": kind, "id": key, "before": {f: getattr(record, f) for f in MUTABLE_FIELDS[kind]}}
 
 
+def _message(type_: MessageType, store: RecordStore, kind: Kind, key: int, event: RecordEvent) -> Message:
+    """The change-log message carrying the record as it is now."""
+    return Message(type_, store.json(kind, key), event.log.block_number)
+
+
 def _updated(store: RecordStore, kind: Kind, key: int, event: RecordEvent) -> Message:
     """The side-effect message for a related record the event changed."""
-    return Message(UPDATED_TYPE[kind], store.json(kind, key), event.log.block_number)
+    return _message(UPDATED_TYPE[kind], store, kind, key, event)
+
+
+def _set_status(store: RecordStore, kind: Kind, key: int, status: str) -> UndoEntry:
+    """Changes an existing record's status; returns the undo entry that restores it."""
+    undo = _before(store, kind, key)
+    store.get(kind, key).status = status
+    store.touch(kind, key)
+    return undo
 
 
 def _source(event: RecordEvent, block_time: datetime) -> dict[str, Any]:
@@ -331,69 +344,43 @@ def apply_dispute_created(store: RecordStore, event: DisputeCreated, block_time:
 
 
 def apply_dispute_resolved(store: RecordStore, event: DisputeResolved, block_time: datetime) -> Applied:
-    undo = [_before(store, "dispute", event.dispute_id), _before(store, "submission", event.submission_id)]
-    dispute: Dispute = store.get("dispute", event.dispute_id)
-    submission: Submission = store.get("submission", event.submission_id)
-    dispute.status = DisputeStatus.UPHELD if event.upheld else DisputeStatus.REJECTED
-    status = SUBMISSION_STATUS_BY_ENUM.get(event.submission_status)
-    if status is None:
+    submission_status = SUBMISSION_STATUS_BY_ENUM.get(event.submission_status)
+    if submission_status is None:
         raise InconsistentChain(f"DisputeResolved carries unknown submission status {event.submission_status}")
-    submission.status = status
-    store.touch("dispute", event.dispute_id)
-    store.touch("submission", event.submission_id)
+    dispute_status = DisputeStatus.UPHELD if event.upheld else DisputeStatus.REJECTED
+    undo = [_set_status(store, "dispute", event.dispute_id, dispute_status),
+            _set_status(store, "submission", event.submission_id, submission_status)]
     return Applied(
-        [Message(MessageType.DISPUTE_RESOLVED, store.json("dispute", event.dispute_id), event.log.block_number),
+        [_message(MessageType.DISPUTE_RESOLVED, store, "dispute", event.dispute_id, event),
          _updated(store, "submission", event.submission_id, event)],
         undo,
     )
 
 
 def apply_dispute_cancelled(store: RecordStore, event: DisputeCancelled, block_time: datetime) -> Applied:
-    undo = [_before(store, "dispute", event.dispute_id)]
-    dispute: Dispute = store.get("dispute", event.dispute_id)
-    dispute.status = DisputeStatus.CANCELLED
-    store.touch("dispute", event.dispute_id)
-    return Applied(
-        [Message(MessageType.DISPUTE_CANCELLED, store.json("dispute", event.dispute_id), event.log.block_number)],
-        undo,
-    )
+    undo = [_set_status(store, "dispute", event.dispute_id, DisputeStatus.CANCELLED)]
+    return Applied([_message(MessageType.DISPUTE_CANCELLED, store, "dispute", event.dispute_id, event)], undo)
 
 
 def apply_bounty_finalized(store: RecordStore, event: BountyFinalized, block_time: datetime) -> Applied:
-    undo = [_before(store, "bounty", event.bounty_id), _before(store, "submission", event.submission_id)]
-    bounty: Bounty = store.get("bounty", event.bounty_id)
-    submission: Submission = store.get("submission", event.submission_id)
-    bounty.status = BountyStatus.RESOLVED
-    submission.status = SubmissionStatus.ACCEPTED
-    store.touch("bounty", event.bounty_id)
-    store.touch("submission", event.submission_id)
+    undo = [_set_status(store, "bounty", event.bounty_id, BountyStatus.RESOLVED),
+            _set_status(store, "submission", event.submission_id, SubmissionStatus.ACCEPTED)]
     return Applied(
-        [Message(MessageType.BOUNTY_FINALIZED, store.json("bounty", event.bounty_id), event.log.block_number),
+        [_message(MessageType.BOUNTY_FINALIZED, store, "bounty", event.bounty_id, event),
          _updated(store, "submission", event.submission_id, event)],
         undo,
     )
 
 
 def apply_bounty_refunded(store: RecordStore, event: BountyRefunded, block_time: datetime) -> Applied:
-    undo = [_before(store, "bounty", event.bounty_id)]
-    bounty: Bounty = store.get("bounty", event.bounty_id)
-    bounty.status = BountyStatus.REFUNDED
-    store.touch("bounty", event.bounty_id)
-    return Applied(
-        [Message(MessageType.BOUNTY_REFUNDED, store.json("bounty", event.bounty_id), event.log.block_number)],
-        undo,
-    )
+    undo = [_set_status(store, "bounty", event.bounty_id, BountyStatus.REFUNDED)]
+    return Applied([_message(MessageType.BOUNTY_REFUNDED, store, "bounty", event.bounty_id, event)], undo)
 
 
 def apply_submission_refunded(store: RecordStore, event: SubmissionRefunded, block_time: datetime) -> Applied:
-    undo = [_before(store, "submission", event.submission_id)]
-    submission: Submission = store.get("submission", event.submission_id)
-    submission.status = SubmissionStatus.REFUNDED
-    store.touch("submission", event.submission_id)
+    undo = [_set_status(store, "submission", event.submission_id, SubmissionStatus.REFUNDED)]
     return Applied(
-        [Message(MessageType.SUBMISSION_REFUNDED, store.json("submission", event.submission_id),
-                 event.log.block_number)],
-        undo,
+        [_message(MessageType.SUBMISSION_REFUNDED, store, "submission", event.submission_id, event)], undo
     )
 
 
