@@ -32,15 +32,18 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
+import orjson
 import psycopg
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
-SEED_VERSION = 2  # bump when the generated rows change, to invalidate seeded databases
+SEED_VERSION = 3  # bump when the generated rows change, to invalidate seeded databases
 PG_DSN = "host=127.0.0.1 port=5432 user=postgres"
 DEFAULT_DB = "bench_api"
 
@@ -78,16 +81,17 @@ DISPUTE_STATUSES = ("pending_human_review",) * 4 + ("upheld",) * 2 + ("rejected"
 BOUNTY_COLUMNS = (
     "deployment_id", "bounty_id", "metadata_uri", "metadata_hash", "tx_hash", "block_number", "log_index",
     "created_at", "search_text", "prompt", "bounty_amount", "fee_amount", "bond_amount", "duration", "status",
-    "poster", "deadline", "challenge_window", "submission_count",
+    "poster", "deadline", "challenge_window", "submission_count", "body",
 )
 SUBMISSION_COLUMNS = (
     "deployment_id", "submission_id", "bounty_id", "metadata_uri", "metadata_hash", "tx_hash", "block_number",
     "log_index", "created_at", "search_text", "tile_id", "content", "bond_amount", "review_deadline", "status",
-    "claimant", "dispute_count",
+    "claimant", "dispute_count", "body",
 )
 DISPUTE_COLUMNS = (
     "deployment_id", "dispute_id", "bounty_id", "submission_id", "metadata_uri", "metadata_hash", "tx_hash",
     "block_number", "log_index", "created_at", "search_text", "challenger_id", "reason", "bond_amount", "status",
+    "body",
 )
 TABLES = ("records_bounty", "records_submission", "records_dispute")
 
@@ -155,6 +159,31 @@ def _ts(seconds: float) -> str:
     return (T0 + timedelta(seconds=seconds)).isoformat()
 
 
+def _moment(seconds: float) -> datetime:
+    return T0 + timedelta(seconds=seconds)
+
+
+def _body(to_json: Callable[..., dict[str, object]], deployment: tuple[int, str], **fields: object) -> str:
+    """The record's stored JSON body, rendered by records.representation as the indexer does,
+    escaped for COPY's text format."""
+    chain_id, contract = deployment
+    body = orjson.dumps(to_json(SimpleNamespace(**fields), chain_id=chain_id, contract_address=contract))
+    return body.decode().replace("\\", "\\\\")
+
+
+def _representation() -> Any:
+    """records.representation, with Django set up for it (the models it imports)."""
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "bountysite.settings")
+    os.environ.setdefault("DJANGO_DEBUG", "1")
+    sys.path.insert(0, str(PROJECT_DIR))
+    import django
+
+    django.setup()
+    from records import representation
+
+    return representation
+
+
 def _line(values: tuple[object, ...]) -> str:
     return "\t".join(map(str, values)) + "\n"
 
@@ -163,9 +192,10 @@ def _rare_id(total: int, fraction: float) -> int:
     return max(1, int(total * fraction))
 
 
-def bounty_rows(gen: Gen, deployment_id: int, count: int, sub_counts: list[int] | None,
-                rare: dict[int, str], posters: list[str]) -> Iterator[str]:
+def bounty_rows(gen: Gen, deployment_id: int, deployment: tuple[int, str], count: int,
+                sub_counts: list[int] | None, rare: dict[int, str], posters: list[str]) -> Iterator[str]:
     rng = gen.rng
+    to_json = _representation().bounty_json
     for bounty_id in range(1, count + 1):
         created = bounty_id * 30 + rng.random() * 20
         status = rng.choice(BOUNTY_STATUSES)
@@ -176,17 +206,23 @@ def bounty_rows(gen: Gen, deployment_id: int, count: int, sub_counts: list[int] 
         metadata_hash, tx_hash, prompt = gen.hex32(), gen.hex32(), gen.text(8, 24)
         amount, bond = gen.amount(), int(10 ** rng.uniform(5, 9))
         duration = rng.choice((3_600, 86_400, 259_200, 604_800))
-        block = 1_000 + bounty_id * 3
+        block, log_index, window = 1_000 + bounty_id * 3, rng.randint(0, 20), rng.choice((3_600, 86_400))
         search = join_search(bounty_id, status, poster, uri, metadata_hash, tx_hash, prompt)
-        yield _line((deployment_id, bounty_id, uri, metadata_hash, tx_hash, block, rng.randint(0, 20),
+        body = _body(to_json, deployment, bounty_id=bounty_id, prompt=prompt, bounty_amount=amount,
+                     fee_amount=amount * 25 // 1000, bond_amount=bond, duration=duration, status=status, poster=poster,
+                     deadline=_moment(created + duration), challenge_window=window, metadata_uri=uri,
+                     metadata_hash=metadata_hash, tx_hash=tx_hash, block_number=block, log_index=log_index,
+                     created_at=_moment(created))
+        yield _line((deployment_id, bounty_id, uri, metadata_hash, tx_hash, block, log_index,
                      _ts(created), search, prompt, uint(amount), uint(amount * 25 // 1000), uint(bond), duration,
-                     status, poster, _ts(created + duration), rng.choice((3_600, 86_400)),
-                     sub_counts[bounty_id - 1] if sub_counts else 0))
+                     status, poster, _ts(created + duration), window,
+                     sub_counts[bounty_id - 1] if sub_counts else 0, body))
 
 
-def submission_rows(gen: Gen, deployment_id: int, sub_counts: list[int], dispute_counts: list[int],
-                    rare: dict[int, str], actors: list[str]) -> Iterator[str]:
+def submission_rows(gen: Gen, deployment_id: int, deployment: tuple[int, str], sub_counts: list[int],
+                    dispute_counts: list[int], rare: dict[int, str], actors: list[str]) -> Iterator[str]:
     rng = gen.rng
+    to_json = _representation().submission_json
     submission_id = 0
     for bounty_index, n in enumerate(sub_counts):
         bounty_id = bounty_index + 1
@@ -201,15 +237,21 @@ def submission_rows(gen: Gen, deployment_id: int, sub_counts: list[int], dispute
                 content = f"{rare[submission_id]} {content}"
             search = join_search(submission_id, bounty_id, status, tile, claimant, uri, metadata_hash, tx_hash,
                                  content)
+            block, log_index, bond = 1_001 + bounty_id * 3, rng.randint(0, 20), int(10 ** rng.uniform(5, 9))
+            body = _body(to_json, deployment, submission_id=submission_id, bounty_id=bounty_id, tile_id=tile,
+                         content=content, bond_amount=bond, review_deadline=_moment(created + 86_400), status=status,
+                         claimant=claimant, metadata_uri=uri, metadata_hash=metadata_hash, tx_hash=tx_hash,
+                         block_number=block, log_index=log_index, created_at=_moment(created))
             yield _line((deployment_id, submission_id, bounty_id, uri, metadata_hash, tx_hash,
-                         1_001 + bounty_id * 3, rng.randint(0, 20), _ts(created), search, tile, content,
-                         uint(int(10 ** rng.uniform(5, 9))), _ts(created + 86_400), status, claimant,
-                         dispute_counts[submission_id - 1]))
+                         block, log_index, _ts(created), search, tile, content,
+                         uint(bond), _ts(created + 86_400), status, claimant,
+                         dispute_counts[submission_id - 1], body))
 
 
-def dispute_rows(gen: Gen, deployment_id: int, sub_counts: list[int], dispute_counts: list[int],
-                 rare: dict[int, str], actors: list[str]) -> Iterator[str]:
+def dispute_rows(gen: Gen, deployment_id: int, deployment: tuple[int, str], sub_counts: list[int],
+                 dispute_counts: list[int], rare: dict[int, str], actors: list[str]) -> Iterator[str]:
     rng = gen.rng
+    to_json = _representation().dispute_json
     submission_id = dispute_id = 0
     for bounty_index, n in enumerate(sub_counts):
         bounty_id = bounty_index + 1
@@ -226,9 +268,13 @@ def dispute_rows(gen: Gen, deployment_id: int, sub_counts: list[int], dispute_co
                     reason = f"{rare[dispute_id]} {reason}"
                 search = join_search(dispute_id, bounty_id, submission_id, status, challenger, uri,
                                      metadata_hash, tx_hash, reason)
+                block, log_index, bond = 1_002 + bounty_id * 3, rng.randint(0, 20), int(10 ** rng.uniform(5, 9))
+                body = _body(to_json, deployment, dispute_id=dispute_id, bounty_id=bounty_id,
+                             submission_id=submission_id, challenger_id=challenger, reason=reason, bond_amount=bond,
+                             status=status, metadata_uri=uri, metadata_hash=metadata_hash, tx_hash=tx_hash,
+                             block_number=block, log_index=log_index, created_at=_moment(created))
                 yield _line((deployment_id, dispute_id, bounty_id, submission_id, uri, metadata_hash, tx_hash,
-                             1_002 + bounty_id * 3, rng.randint(0, 20), _ts(created), search, challenger, reason,
-                             uint(int(10 ** rng.uniform(5, 9))), status))
+                             block, log_index, _ts(created), search, challenger, reason, uint(bond), status, body))
 
 
 def _counts(rng: random.Random, n: int, weights: tuple[int, ...]) -> list[int]:
@@ -330,6 +376,7 @@ def seed(plan: SeedPlan, *, dbname: str = DEFAULT_DB, fresh: bool = False) -> di
             cur.execute(f'DROP INDEX "{name}"')
         cur.execute("TRUNCATE " + ", ".join(TABLES))
         deployments: dict[str, int] = {}
+        chains = {"A": (ACTIVE_CHAIN, ACTIVE_CONTRACT), "B": (SECOND_CHAIN, SECOND_CONTRACT)}
         for key, chain, contract, usdc, totals in (
             ("A", ACTIVE_CHAIN, ACTIVE_CONTRACT, ACTIVE_USDC, (plan.bounties, n_subs, n_disputes)),
             ("B", SECOND_CHAIN, SECOND_CONTRACT, SECOND_USDC,
@@ -350,24 +397,26 @@ def seed(plan: SeedPlan, *, dbname: str = DEFAULT_DB, fresh: bool = False) -> di
         t = time.perf_counter()
         gen = Gen(plan.seed + 2)
         written = _copy(cur, "records_bounty", BOUNTY_COLUMNS,
-                        bounty_rows(gen, deployments["A"], plan.bounties, sub_counts, rare["bounties"], posters))
+                        bounty_rows(gen, deployments["A"], chains["A"], plan.bounties, sub_counts, rare["bounties"],
+                                    posters))
         written += _copy(cur, "records_bounty", BOUNTY_COLUMNS,
-                         bounty_rows(gen, deployments["B"], plan.stream_rows, second_subs, {}, posters))
+                         bounty_rows(gen, deployments["B"], chains["B"], plan.stream_rows, second_subs, {}, posters))
         phases["copy bounties"] = time.perf_counter() - t
         _log(f"copied {written:,} bounties in {phases['copy bounties']:.1f} s")
         t = time.perf_counter()
         written = _copy(cur, "records_submission", SUBMISSION_COLUMNS,
-                        submission_rows(gen, deployments["A"], sub_counts, dispute_counts, rare["submissions"],
-                                        actors))
+                        submission_rows(gen, deployments["A"], chains["A"], sub_counts, dispute_counts,
+                                        rare["submissions"], actors))
         written += _copy(cur, "records_submission", SUBMISSION_COLUMNS,
-                         submission_rows(gen, deployments["B"], second_subs, second_disputes, {}, actors))
+                         submission_rows(gen, deployments["B"], chains["B"], second_subs, second_disputes, {}, actors))
         phases["copy submissions"] = time.perf_counter() - t
         _log(f"copied {written:,} submissions in {phases['copy submissions']:.1f} s")
         t = time.perf_counter()
         written = _copy(cur, "records_dispute", DISPUTE_COLUMNS,
-                        dispute_rows(gen, deployments["A"], sub_counts, dispute_counts, rare["disputes"], actors))
+                        dispute_rows(gen, deployments["A"], chains["A"], sub_counts, dispute_counts, rare["disputes"],
+                                     actors))
         written += _copy(cur, "records_dispute", DISPUTE_COLUMNS,
-                         dispute_rows(gen, deployments["B"], second_subs, second_disputes, {}, actors))
+                         dispute_rows(gen, deployments["B"], chains["B"], second_subs, second_disputes, {}, actors))
         phases["copy disputes"] = time.perf_counter() - t
         _log(f"copied {written:,} disputes in {phases['copy disputes']:.1f} s")
         conn.commit()

@@ -71,14 +71,17 @@ class ChainRecord(models.Model):
     log_index = models.PositiveIntegerField()
     created_at = models.DateTimeField(default=timezone.now)
     search_text = models.TextField(default="", editable=False, help_text="what `q` matches (records.search)")
+    body = models.TextField(default="", editable=False,
+                            help_text="the record's JSON without its counter (records.representation.record_body)")
 
     class Meta:
         abstract = True
 
 
 def _sort_indexes(prefix: str, id_field: str, keys: list[str]) -> list[models.Index]:
-    """An index per sort key, ending in the ID tie-break, for index-ordered pages."""
-    return [models.Index(fields=[key, id_field], name=f"{prefix}_{key}_idx"[:30]) for key in keys]
+    """An index per sort key, ending in the ID and deployment tie-breaks: pages come in index
+    order, and a deep page skips its offset in an index-only scan of (key, ID, deployment)."""
+    return [models.Index(fields=[key, id_field, "deployment"], name=f"{prefix}_{key}_idx"[:30]) for key in keys]
 
 
 class Bounty(ChainRecord):

@@ -3,6 +3,11 @@
 REST rows, single records, overviews and websocket payloads all come from these functions, so
 a record has one JSON shape: integer IDs and counters as numbers, amounts as exact decimal
 strings, addresses EIP-55 checksummed, hashes lowercase, times RFC 3339 UTC with `Z`.
+
+Every record also keeps its JSON, rendered once when it is written (`record_body`, in the
+`body` column), so that lists and streams send stored bytes instead of rendering rows per
+request. A change to these functions must come with a data migration that re-renders the bodies
+(`render_bodies`).
 """
 
 from __future__ import annotations
@@ -10,6 +15,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any
+
+import orjson
 
 from bounty_client.validation import to_checksum_address
 from records.models import Bounty, Dispute, Submission
@@ -101,3 +108,24 @@ def dispute_json(dispute: Dispute, *, chain_id: int, contract_address: str) -> J
         "status": dispute.status,
         **_source_fields(dispute),
     }
+
+
+_RENDERERS = {"bounty": bounty_json, "submission": submission_json, "dispute": dispute_json}
+
+
+def record_json(record: Bounty | Submission | Dispute, *, chain_id: int, contract_address: str) -> JsonRecord:
+    """The record's JSON without its counter, whatever its kind. (Dispatches on the model's name,
+    so that migrations can render their historical models too.)"""
+    render: Any = _RENDERERS[type(record)._meta.model_name or ""]
+    data: JsonRecord = render(record, chain_id=chain_id, contract_address=contract_address)
+    return data
+
+
+def record_body(record: Bounty | Submission | Dispute, *, chain_id: int, contract_address: str) -> str:
+    """The record's JSON text without its counter: what the `body` column keeps."""
+    return orjson.dumps(record_json(record, chain_id=chain_id, contract_address=contract_address)).decode()
+
+
+def with_counter(body: str, name: str, value: int) -> str:
+    """A stored body with its counter appended, as `with_count` renders it."""
+    return f'{body[:-1]},"{name}":{value}}}'

@@ -7,11 +7,11 @@ these functions, and serialize what they return; no query is built anywhere else
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import Any, Generic, Literal, TypeVar
+from dataclasses import dataclass, replace
+from typing import Any, Generic, Literal, NamedTuple, TypeVar
 
 from django.conf import settings
-from django.db.models import Max, Min, QuerySet
+from django.db.models import OuterRef, QuerySet, Subquery
 
 from indexer.models import SyncState
 from records.models import Bounty, Deployment, Dispute, Submission
@@ -46,6 +46,7 @@ TOTAL_FIELDS: dict[Resource, str] = {
     "bounties": "bounty_total", "submissions": "submission_total", "disputes": "dispute_total",
 }
 ID_FIELDS: dict[Resource, str] = {"bounties": "bounty_id", "submissions": "submission_id", "disputes": "dispute_id"}
+COUNT_FIELDS: dict[Resource, str] = {"bounties": "submission_count", "submissions": "dispute_count"}
 MODELS: dict[Resource, type[Bounty] | type[Submission] | type[Dispute]] = {
     "bounties": Bounty, "submissions": Submission, "disputes": Dispute,
 }
@@ -68,6 +69,13 @@ class ListQuery:
     sort: str = "id"
     descending: bool = True
     matches_nothing: bool = False  # qualified by a deployment or parent that cannot exist
+
+
+class PageRow(NamedTuple):
+    """A list row as stored: the record's JSON body, and its counter where the resource has one."""
+
+    body: str
+    counter: int | None
 
 
 @dataclass(frozen=True)
@@ -154,33 +162,129 @@ def record_list(query: ListQuery) -> QuerySet[Any]:
     return _filtered(query, ids).order_by(*_ordering(query, ids))
 
 
-def record_page(query: ListQuery, offset: int, limit: int) -> list[Any]:
-    """One page of the list. On the default order of one deployment the page is read as an ID
-    range instead of skipping `offset` rows: on-chain IDs run 1..N without gaps (a
-    reorganisation only removes the newest), so a deep page costs what the first one does."""
+def record_page(query: ListQuery, offset: int, limit: int) -> list[PageRow]:
+    """One page of the list, as stored bodies with their counters.
+
+    On the default (ID) order the page is read as an ID range instead of skipping `offset` rows:
+    on-chain IDs run without gaps in each deployment (a reorganisation only removes the newest),
+    so the position of any ID in the merged order of several deployments is arithmetic, and a
+    deep page costs what the first one does. Other orders skip rows in an index-only scan that
+    reads just the natural keys, from the nearer end of the list, then fetch the page's rows by
+    key."""
+    if offset > MAX_OFFSET:
+        return []
     ids = deployment_ids(query.deployments)
     records = _filtered(query, ids).order_by(*_ordering(query, ids))
     id_field = ID_FIELDS[query.resource]
     by_id = SORT_FIELDS[query.resource].get(query.sort, id_field) == id_field
-    if offset > MAX_OFFSET:
+    if offset and by_id and ids and not query.parents and not query.q and not query.matches_nothing:
+        ranges = _dense_id_ranges(query.resource, ids)
+        if ranges is not None:
+            return _id_range_page(query.resource, records, ranges, offset, limit, descending=query.descending)
+    if offset >= DEFERRED_OFFSET:
+        total = _plain_total(query, ids)
+        if total is not None and offset > total - offset:  # nearer the end: skip from there, backwards
+            backwards = replace(query, descending=not query.descending)
+            count = min(limit, total - offset)
+            if count <= 0:
+                return []
+            records = _filtered(query, ids).order_by(*_ordering(backwards, ids))
+            return _deferred_page(query.resource, records, total - offset - count, count)[::-1]
+        return _deferred_page(query.resource, records, offset, limit)
+    return _page_rows(query.resource, records[offset : offset + limit])
+
+
+def _plain_total(query: ListQuery, ids: list[int]) -> int | None:
+    """The number of records of a list without parent filters or `q`, from the deployments'
+    totals (None for other lists, which would need a COUNT)."""
+    if query.parents or query.q or query.matches_nothing:
+        return None
+    totals = Deployment.objects.filter(pk__in=ids).values_list(TOTAL_FIELDS[query.resource], flat=True)
+    return int(sum(totals))
+
+
+def _page_rows(resource: Resource, records: QuerySet[Any]) -> list[PageRow]:
+    count = COUNT_FIELDS.get(resource)
+    if count is None:
+        return [PageRow(body, None) for body in records.values_list("body", flat=True)]
+    return [PageRow(*row) for row in records.values_list("body", count)]
+
+
+DEFERRED_OFFSET = 1_000  # from here on, skipping whole rows costs more than a second lookup
+
+
+def _dense_id_ranges(resource: Resource, ids: list[int]) -> list[tuple[int, int]] | None:
+    """Each deployment's lowest and highest ID, if its IDs run without gaps (None otherwise):
+    one query, two index probes per deployment beside its total."""
+    id_field = ID_FIELDS[resource]
+    mine = MODELS[resource].objects.filter(deployment_id=OuterRef("pk")).values(id_field)
+    edges = Deployment.objects.filter(pk__in=ids).values_list(
+        TOTAL_FIELDS[resource],
+        Subquery(mine.order_by(id_field)[:1]),
+        Subquery(mine.order_by(f"-{id_field}")[:1]),
+    )
+    ranges: list[tuple[int, int]] = []
+    for total, low, high in edges:
+        if low is None and high is None and not total:
+            continue  # no records: nothing to place
+        if low is None or high is None or high - low + 1 != total:
+            return None
+        ranges.append((low, high))
+    return ranges
+
+
+def _id_range_page(resource: Resource, records: QuerySet[Any], ranges: list[tuple[int, int]], offset: int,
+                   limit: int, *, descending: bool) -> list[PageRow]:
+    """The page at `offset` of records ordered by ID, then deployment, over dense ID ranges.
+
+    Finds the ID at that position by bisection over the arithmetic count of rows before an ID;
+    the page then starts at that ID, less the few deployments sharing it that come earlier."""
+    if not ranges or offset >= sum(high - low + 1 for low, high in ranges):
         return []
-    if offset and by_id and len(ids) == 1 and not query.parents and not query.q and not query.matches_nothing:
-        one = MODELS[query.resource].objects.filter(deployment_id=ids[0])
-        total = Deployment.objects.filter(pk=ids[0]).values_list(TOTAL_FIELDS[query.resource], flat=True).get()
-        low = one.aggregate(v=Min(id_field))["v"]
-        high = one.aggregate(v=Max(id_field))["v"]
-        if low is not None and high is not None and high - low + 1 == total:
-            edge = {f"{id_field}__lte": high - offset} if query.descending else {f"{id_field}__gte": low + offset}
-            return list(records.filter(**edge)[:limit])
-    return list(records[offset : offset + limit])
+
+    def before(edge: int) -> int:
+        """Rows that come before every row with ID `edge` in the requested direction."""
+        if descending:
+            return sum(max(0, high - max(edge, low - 1)) for low, high in ranges)
+        return sum(max(0, min(edge, high + 1) - low) for low, high in ranges)
+
+    lowest, highest = min(low for low, _ in ranges), max(high for _, high in ranges)
+    # The ID of the row at `offset` is the one whose rows start at or before it and end after it.
+    below, above = lowest, highest
+    if descending:  # before() falls as the ID rises: the lowest ID with before <= offset
+        while below < above:
+            middle = (below + above) // 2
+            below, above = (below, middle) if before(middle) <= offset else (middle + 1, above)
+    else:  # before() rises with the ID: the highest ID with before <= offset
+        while below < above:
+            middle = (below + above + 1) // 2
+            below, above = (middle, above) if before(middle) <= offset else (below, middle - 1)
+    skip = offset - before(below)  # rows of other deployments with the same ID that come first
+    id_field = ID_FIELDS[resource]
+    edge = {f"{id_field}__lte" if descending else f"{id_field}__gte": below}
+    return _page_rows(resource, records.filter(**edge)[skip : skip + limit])
 
 
-def record_rows(query: ListQuery, chunk_size: int = 2_000) -> Iterator[Any]:
-    """Every matching record as a light named row (attribute access like a model instance),
-    streamed from the database in chunks: for unpaged arrays of any size in bounded memory."""
-    model = MODELS[query.resource]
-    fields = [f.attname for f in model._meta.concrete_fields if f.attname not in {"id", "search_text"}]
-    return record_list(query).values_list(*fields, named=True).iterator(chunk_size=chunk_size)
+def _deferred_page(resource: Resource, records: QuerySet[Any], offset: int, limit: int) -> list[PageRow]:
+    """A deep page of any order: the natural keys of the page from an index-only scan (the sort
+    indexes end in the ID and the deployment), then those rows."""
+    id_field = ID_FIELDS[resource]
+    keys = list(records.values_list("deployment_id", id_field)[offset : offset + limit])
+    if not keys:
+        return []
+    count = COUNT_FIELDS.get(resource)
+    rows = MODELS[resource].objects.filter(
+        deployment_id__in={d for d, _ in keys}, **{f"{id_field}__in": {i for _, i in keys}},
+    ).values_list("deployment_id", id_field, "body", *([count] if count else []))
+    by_key = {(row[0], row[1]): PageRow(row[2], row[3] if count else None) for row in rows}
+    return [by_key[key] for key in keys if key in by_key]
+
+
+def record_bodies(query: ListQuery, chunk_size: int = 5_000) -> Iterator[str]:
+    """The stored JSON body of every matching record, in order, streamed from the database in
+    chunks: unpaged arrays of any size in bounded memory, without rendering a row."""
+    bodies: Iterator[str] = record_list(query).values_list("body", flat=True).iterator(chunk_size=chunk_size)
+    return bodies
 
 
 def record_count(query: ListQuery) -> int:
@@ -189,9 +293,9 @@ def record_count(query: ListQuery) -> int:
     if query.matches_nothing:
         return 0
     ids = deployment_ids(query.deployments)
-    if not query.parents and not query.q:
-        totals = Deployment.objects.filter(pk__in=ids).values_list(TOTAL_FIELDS[query.resource], flat=True)
-        return int(sum(totals))
+    total = _plain_total(query, ids)
+    if total is not None:
+        return total
     if len(query.parents) == 1 and not query.q and len(ids) == 1:
         ((field, value),) = query.parents
         if query.resource == "submissions" and field == "bounty_id":

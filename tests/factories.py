@@ -13,6 +13,7 @@ from django.db.models import F
 
 from indexer.models import SyncState
 from records.models import Bounty, Deployment, Dispute, Submission
+from records.representation import record_body
 from records.search import search_document
 
 _counter = itertools.count(1)
@@ -45,7 +46,10 @@ _TOTALS = {Bounty: "bounty_total", Submission: "submission_total", Dispute: "dis
 def _save(record: Any) -> Any:
     created = record.pk is None
     record.search_text = search_document(record)
-    record.save()
+    record.save()  # first, so that the fields refuse malformed values before the body renders them
+    deployment = record.deployment
+    record.body = record_body(record, chain_id=deployment.chain_id, contract_address=deployment.contract_address)
+    record.save(update_fields=["body"])
     if created:
         total = _TOTALS[type(record)]
         Deployment.objects.filter(pk=record.deployment_id).update(**{total: F(total) + 1})

@@ -16,4 +16,8 @@ class OrjsonRenderer(BaseRenderer):
 
     def render(self, data: Any, accepted_media_type: str | None = None,
                renderer_context: Mapping[str, Any] | None = None) -> bytes:
-        return b"" if data is None else orjson.dumps(data)
+        """Compact JSON; indented when the browsable API asks for it (for people to read)."""
+        if data is None:
+            return b""
+        indented = bool((renderer_context or {}).get("indent"))
+        return orjson.dumps(data, option=orjson.OPT_INDENT_2 if indented else None)

@@ -92,6 +92,23 @@ def test_deep_pages_of_one_deployment_follow_its_ids(api: Client, active: Deploy
         assert (h.ids(deep["items"]), deep["total"], deep["next_cursor"]) == (wanted[3:5], 6, "5")
 
 
+def test_deep_pages_across_deployments_follow_the_merged_order(api: Client, active: Deployment,
+                                                               other_chain: Deployment) -> None:
+    """Without chain_id, pages at every offset follow (ID, deployment) over both deployments,
+    whose IDs run without gaps over different ranges."""
+    for number in range(1, 8):
+        make_bounty(active, bounty_id=number)
+    for number in range(3, 6):
+        make_bounty(other_chain, bounty_id=number)
+    merged = sorted([(n, active.pk, active.chain_id) for n in range(1, 8)]
+                    + [(n, other_chain.pk, other_chain.chain_id) for n in range(3, 6)], reverse=True)
+    for direction, wanted in (("desc", merged), ("asc", merged[::-1])):
+        for offset in range(len(merged) + 1):
+            items = h.page(api, PATH, {"dir": direction, "cursor": str(offset), "limit": "3"})["items"]
+            assert [(row["id"], row["chain_id"]) for row in items] == [
+                (n, chain) for n, _, chain in wanted[offset:offset + 3]], (direction, offset)
+
+
 def test_the_default_page_holds_50_and_the_largest_100(api: Client, active: Deployment) -> None:
     newest_first = h.record_ids(reversed([make_bounty(active) for _ in range(101)]))
     first = h.page(api, PATH, {"q": ""})

@@ -97,9 +97,9 @@ def test_parents_resolve_within_the_same_deployment() -> None:
     assert list(Dispute.objects.filter(bounty__deployment=active)) == [dispute]
 
 
-def test_sort_keys_have_indexes_ending_in_the_id() -> None:
+def test_sort_keys_have_indexes_ending_in_the_id_and_deployment() -> None:
     with connection.cursor() as cursor:
         constraints = connection.introspection.get_constraints(cursor, Bounty._meta.db_table)
     indexed = {tuple(c["columns"]) for c in constraints.values() if c["index"]}
     for key in ("created_at", "deadline", "bounty_amount", "bond_amount", "status", "poster", "submission_count"):
-        assert (key, "bounty_id") in indexed
+        assert (key, "bounty_id", "deployment_id") in indexed

@@ -1,0 +1,33 @@
+"""Django's Redis cache, keeping one redis-py client per connection pool.
+
+Django builds a new `redis.Redis` for every cache call, and its constructor copies redis-py's
+table of response callbacks (about 170 entries): a tenth of a millisecond on each of the API's
+cached answers. A `redis.Redis` is thread-safe (each command takes a connection from the pool),
+so one client per pool serves every thread."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.cache.backends.redis import RedisCache as DjangoRedisCache
+from django.core.cache.backends.redis import RedisCacheClient
+
+
+class _ClientPerPool(RedisCacheClient):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._clients: dict[int, Any] = {}
+
+    def get_client(self, key: Any = None, *, write: bool = False) -> Any:
+        # Django's own private helpers, which django-stubs does not declare.
+        pool = self._get_connection_pool(write)  # type: ignore[attr-defined]
+        client = self._clients.get(id(pool))
+        if client is None:
+            client = self._clients[id(pool)] = self._client(connection_pool=pool)  # type: ignore[attr-defined]
+        return client
+
+
+class RedisCache(DjangoRedisCache):
+    def __init__(self, server: str, params: dict[str, Any]) -> None:
+        super().__init__(server, params)
+        self._class = _ClientPerPool

@@ -1,0 +1,101 @@
+"""The list selectors' fast paths give exactly the rows of the plain ordered list at every offset:
+the ID-range page over one or several deployments, and the deferred (keys first) deep page."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from records import selectors
+from records.models import Deployment
+from records.selectors import DeploymentFilter, ListQuery, PageRow, record_list, record_page
+from tests.factories import T0, make_bounty, make_deployment
+
+pytestmark = pytest.mark.django_db
+
+ALL = DeploymentFilter()
+
+
+def _bounties(deployment: Deployment, ids: range) -> None:
+    for n in ids:  # created_at and amounts against the ID order, so other sorts differ from it
+        make_bounty(deployment, bounty_id=n, created_at=T0 + timedelta(seconds=(n * 7) % 11),
+                    bounty_amount=(n * 5) % 9)
+
+
+@pytest.fixture
+def dense() -> list[Deployment]:
+    """Three deployments whose IDs run without gaps but over different ranges."""
+    deployments = [make_deployment(chain_id=chain) for chain in (1, 2, 3)]
+    _bounties(deployments[0], range(1, 24))
+    _bounties(deployments[1], range(1, 6))
+    _bounties(deployments[2], range(10, 19))
+    return deployments
+
+
+def _expected(query: ListQuery, offset: int, limit: int) -> list[PageRow]:
+    return [PageRow(r.body, r.submission_count) for r in record_list(query)[offset:offset + limit]]
+
+
+def _got(query: ListQuery, offset: int, limit: int) -> list[PageRow]:
+    return record_page(query, offset, limit)
+
+
+@pytest.mark.parametrize("descending", [True, False], ids=["desc", "asc"])
+@pytest.mark.parametrize("limit", [1, 3, 8])
+def test_an_id_range_page_across_deployments_equals_the_plain_list_at_every_offset(
+        dense: list[Deployment], descending: bool, limit: int) -> None:
+    query = ListQuery("bounties", ALL, descending=descending)
+    for offset in range(40):
+        assert _got(query, offset, limit) == _expected(query, offset, limit), offset
+
+
+@pytest.mark.parametrize("descending", [True, False], ids=["desc", "asc"])
+def test_an_id_range_page_of_one_deployment_equals_the_plain_list(dense: list[Deployment], descending: bool) -> None:
+    query = ListQuery("bounties", DeploymentFilter(chain_id=3), descending=descending)
+    for offset in range(12):
+        assert _got(query, offset, 2) == _expected(query, offset, 2), offset
+
+
+def test_an_id_range_page_reads_the_rows_at_its_offset_without_skipping_them(dense: list[Deployment]) -> None:
+    """The page query starts at the ID the offset lands on, so SQL skips fewer rows than there are
+    deployments (those sharing that ID that come first)."""
+    query = ListQuery("bounties", ALL)
+    assert selectors._dense_id_ranges("bounties", [d.pk for d in dense]) == [(1, 23), (1, 5), (10, 18)]
+    with CaptureQueriesContext(connection) as queries:
+        got = _got(query, 30, 3)
+    assert got == _expected(query, 30, 3)
+    page_sql = queries.captured_queries[-1]["sql"]
+    offsets = [int(n) for n in re.findall(r"OFFSET (\d+)", page_sql)]
+    assert "bounty_id\" <= " in page_sql and all(n < 3 for n in offsets), page_sql
+
+
+def test_with_a_gap_in_the_ids_the_page_is_read_by_offset(dense: list[Deployment]) -> None:
+    make_bounty(dense[1], bounty_id=40)  # 1..5 and 40: not dense
+    assert selectors._dense_id_ranges("bounties", [d.pk for d in dense]) is None
+    query = ListQuery("bounties", ALL)
+    for offset in (1, 17, 30, 37, 38):
+        assert _got(query, offset, 4) == _expected(query, offset, 4), offset
+
+
+def test_a_deployment_without_records_takes_no_place(dense: list[Deployment]) -> None:
+    make_deployment(chain_id=4)
+    query = ListQuery("bounties", ALL, descending=False)
+    for offset in (1, 5, 36):
+        assert _got(query, offset, 3) == _expected(query, offset, 3), offset
+
+
+@pytest.mark.parametrize("sort", ["created_at", "reward", "id"])
+@pytest.mark.parametrize("descending", [True, False], ids=["desc", "asc"])
+def test_a_deferred_deep_page_equals_the_plain_list(dense: list[Deployment], monkeypatch: pytest.MonkeyPatch,
+                                                    sort: str, descending: bool) -> None:
+    """Keys first, then their rows, in the keys' order (forced from offset 1 here)."""
+    monkeypatch.setattr(selectors, "DEFERRED_OFFSET", 1)
+    for query in (ListQuery("bounties", ALL, sort=sort, descending=descending),
+                  ListQuery("bounties", DeploymentFilter(chain_id=1), sort=sort, descending=descending),
+                  ListQuery("bounties", ALL, q="data", sort=sort, descending=descending)):
+        for offset in (1, 4, 20, 36, 37, 50):
+            assert _got(query, offset, 5) == _expected(query, offset, 5), (query, offset)
