@@ -475,25 +475,73 @@ class StageTimer:
         indexer._commit = self.wrap("commit", indexer._commit)
 
 
-COMMIT_PARTS = ("load records", "apply_event", "insert records", "update records", "insert AppliedLog",
-                "insert ChangeLog", "insert IndexedBlock")
+COMMIT_PARTS = ("load records", "apply_event", "update records", "payloads", "insert records", "insert AppliedLog",
+                "insert ChangeLog", "insert IndexedBlock", "wait")
 
 
 def instrument_commit(timer: StageTimer) -> None:
-    """Times the parts of Indexer._commit: the in-memory transitions and each bulk write."""
+    """Times the parts of Indexer._commit: the in-memory transitions, the rendering of the change-log
+    payloads, each bulk write, and the wait for the background COPYs at the end."""
+    import indexer.bulk as bulk_module
     import indexer.sync as sync_module
     from indexer.models import AppliedLog, ChangeLogEntry, IndexedBlock
     from indexer.transitions import RecordStore
     from records.models import Bounty, Dispute, Submission
 
-    sync_module.apply_event = timer.wrap("apply_event", sync_module.apply_event)  # type: ignore[assignment]
+    sync_module.apply_event = timer.wrap("apply_event", sync_module.apply_event)  # type: ignore[attr-defined]
     RecordStore.load = timer.wrap("load records", RecordStore.load)  # type: ignore[method-assign]
+    RecordStore.payload = timer.wrap("payloads", RecordStore.payload)  # type: ignore[method-assign]
     for model in (Bounty, Submission, Dispute):
-        model.objects.bulk_create = timer.wrap("insert records", model.objects.bulk_create)  # type: ignore[method-assign]
         model.objects.bulk_update = timer.wrap("update records", model.objects.bulk_update)  # type: ignore[method-assign]
-    for model, name in ((AppliedLog, "insert AppliedLog"), (ChangeLogEntry, "insert ChangeLog"),
-                        (IndexedBlock, "insert IndexedBlock")):
-        model.objects.bulk_create = timer.wrap(name, model.objects.bulk_create)  # type: ignore[method-assign]
+    names = {Bounty: "insert records", Submission: "insert records", Dispute: "insert records",
+             AppliedLog: "insert AppliedLog", ChangeLogEntry: "insert ChangeLog", IndexedBlock: "insert IndexedBlock"}
+    copy = bulk_module._copy
+
+    def timed_copy(database: Any, model: Any, columns: Any, rows: Any) -> None:
+        timer.wrap(names.get(model, "insert other"), copy)(database, model, columns, rows)
+
+    bulk_module._copy = timed_copy
+    insert = bulk_module.insert_rows
+
+    def timed_insert(model: Any, columns: Any, rows: Any) -> None:
+        if bulk_module.connection.vendor == "postgresql":  # timed in _copy
+            insert(model, columns, rows)
+        else:
+            timer.wrap(names.get(model, "insert other"), insert)(model, columns, rows)
+
+    bulk_module.insert_rows = timed_insert
+    import indexer.transitions as transitions_module
+
+    transitions_module.insert_rows = timed_insert  # type: ignore[attr-defined]
+    sync_module.insert_rows = timed_insert  # type: ignore[attr-defined]
+    bulk_module.RowStream.__exit__ = timer.wrap("wait", bulk_module.RowStream.__exit__)  # type: ignore[method-assign]
+
+
+class CpuClock:
+    """CPU seconds of this process (all threads) and, on PostgreSQL, of its server backend, read
+    from /proc when the server runs on this machine. Unlike wall time, these hardly change when
+    other work shares the cores."""
+
+    def __init__(self, backend_pid: int | None = None) -> None:
+        self.backend_pid = backend_pid
+        self.started = self._now()
+
+    def _backend(self) -> float | None:
+        if self.backend_pid is None:
+            return None
+        try:
+            fields = Path(f"/proc/{self.backend_pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return None
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def _now(self) -> tuple[float, float | None]:
+        return time.process_time(), self._backend()
+
+    def elapsed(self) -> dict[str, float | None]:
+        own, backend = self._now()
+        return {"cpu": own - self.started[0],
+                "db_cpu": None if backend is None or self.started[1] is None else backend - self.started[1]}
 
 
 def _profile_text(profiler: cProfile.Profile, lines: int) -> str:
@@ -519,6 +567,7 @@ def run_ceiling(config: Any) -> dict[str, Any]:
     last = config.start_block - 1
     tip: int | None = None
     steps = events = 0
+    clock = CpuClock()
     started = time.perf_counter()
     while True:  # Indexer.step without the database
         steps += 1
@@ -536,7 +585,8 @@ def run_ceiling(config: Any) -> dict[str, Any]:
         events += len(decoded)
         last = tip = to
     seconds = time.perf_counter() - started
-    return {"events": events, "steps": steps, "seconds": seconds, "stages": dict(timer.seconds), "problems": []}
+    return {"events": events, "steps": steps, "seconds": seconds, "stages": dict(timer.seconds), "problems": [],
+            **clock.elapsed()}
 
 
 def run_backfill(config: Any, meta: dict[str, Any], profile_lines: int) -> dict[str, Any]:
@@ -555,6 +605,12 @@ def run_backfill(config: Any, meta: dict[str, Any], profile_lines: int) -> dict[
     instrument_commit(timer)
     profiler = cProfile.Profile() if profile_lines else None
     steps = 0
+    backend_pid = None
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_backend_pid()")
+            backend_pid = cursor.fetchone()[0]
+    clock = CpuClock(backend_pid)
     started = time.perf_counter()
     if profiler is not None:
         profiler.enable()
@@ -565,6 +621,7 @@ def run_backfill(config: Any, meta: dict[str, Any], profile_lines: int) -> dict[
     if profiler is not None:
         profiler.disable()
     seconds = time.perf_counter() - started
+    cpu = clock.elapsed()
 
     problems = []
     applied = AppliedLog.objects.filter(deployment=deployment).count()
@@ -591,6 +648,7 @@ def run_backfill(config: Any, meta: dict[str, Any], profile_lines: int) -> dict[
         "steps": steps,
         "seconds": seconds,
         "stages": dict(timer.seconds),
+        **cpu,
         "problems": problems,
         "records": records,
         "change_log": ChangeLogEntry.objects.filter(deployment=deployment).count(),
@@ -733,7 +791,8 @@ def report(chain: ChainInfo, args: argparse.Namespace, runs: dict[str, dict[str,
     print()
     ceiling = runs.get("ceiling")
     ceiling_rate = ceiling["events"] / ceiling["seconds"] if isinstance(ceiling, dict) else None
-    header = f"{'run':<12}{'events':>9}{'blocks':>8}{'steps':>7}{'seconds':>10}{'events/s':>11}{'vs ceiling':>12}"
+    header = (f"{'run':<12}{'events':>9}{'blocks':>8}{'steps':>7}{'seconds':>10}{'events/s':>11}{'vs ceiling':>12}"
+              f"{'cpu s':>8}{'db cpu s':>10}")
     print(header)
     print("-" * len(header))
     ok = True
@@ -744,8 +803,9 @@ def report(chain: ChainInfo, args: argparse.Namespace, runs: dict[str, dict[str,
             continue
         rate = result["events"] / result["seconds"]
         ratio = f"{100 * rate / ceiling_rate:.1f}%" if ceiling_rate else "-"
+        db_cpu = "-" if result.get("db_cpu") is None else f"{result['db_cpu']:.2f}"
         print(f"{label:<12}{result['events']:>9,}{blocks:>8,}{result['steps']:>7}{result['seconds']:>10.3f}"
-              f"{rate:>11,.0f}{ratio:>12}")
+              f"{rate:>11,.0f}{ratio:>12}{result.get('cpu', 0.0):>8.2f}{db_cpu:>10}")
     print()
     stages = ("getLogs", "decode", "headers", "commit")
     header = f"{'seconds in':<12}" + "".join(f"{s:>10}" for s in (*stages, "other"))
@@ -760,8 +820,9 @@ def report(chain: ChainInfo, args: argparse.Namespace, runs: dict[str, dict[str,
     print("(getLogs: eth_getLogs incl. JSON parsing; decode: decode_log of every log; headers: eth_getBlockByNumber "
           "batches;\n commit: the database transaction of a batch; other: eth_blockNumber, sync state, reorg check)")
     print()
-    short = {"load records": "load", "apply_event": "apply", "insert records": "ins rec", "update records": "upd rec",
-             "insert AppliedLog": "ins log", "insert ChangeLog": "ins chg", "insert IndexedBlock": "ins blk"}
+    short = {"load records": "load", "apply_event": "apply", "update records": "upd rec", "payloads": "payload",
+             "insert records": "ins rec", "insert AppliedLog": "ins log", "insert ChangeLog": "ins chg",
+             "insert IndexedBlock": "ins blk", "wait": "wait"}
     header = f"{'commit in':<12}" + "".join(f"{short[p]:>9}" for p in COMMIT_PARTS) + f"{'rest':>9}"
     print(header)
     print("-" * len(header))
@@ -770,11 +831,17 @@ def report(chain: ChainInfo, args: argparse.Namespace, runs: dict[str, dict[str,
             continue
         label = {"sqlite": "SQLite", "postgres": "PostgreSQL"}[name]
         parts = [result["stages"].get(p, 0.0) for p in COMMIT_PARTS]
-        rest = result["stages"].get("commit", 0.0) - sum(parts)
+        # On PostgreSQL the inserts run in a background thread, overlapping the other parts.
+        overlapping = {"insert records", "insert AppliedLog", "insert ChangeLog", "insert IndexedBlock"}
+        inline = sum(t for p, t in zip(COMMIT_PARTS, parts, strict=True)
+                     if result.get("vendor") != "postgresql" or p not in overlapping)
+        rest = result["stages"].get("commit", 0.0) - inline
         print(f"{label:<12}" + "".join(f"{p:>9.3f}" for p in parts) + f"{rest:>9.3f}")
-    print("(load: RecordStore.load; apply: apply_event, the transitions and change-log payloads in memory;\n"
-          " ins/upd rec: bulk_create/bulk_update of bounties, submissions, disputes; ins log/chg/blk: bulk_create of\n"
-          " AppliedLog, ChangeLogEntry, IndexedBlock; rest: building those rows, SyncState, pruning, COMMIT)")
+    print("(load: RecordStore.load; apply: apply_event, the transitions in memory; upd rec: bulk_update of changed\n"
+          " records; payload: rendering the change-log payloads; ins rec/log/chg/blk: the bulk inserts of records,\n"
+          " AppliedLog, ChangeLogEntry, IndexedBlock, on PostgreSQL COPYs in a background thread that overlap the\n"
+          " other parts; wait: for those COPYs to finish; rest: building rows, SyncState, pruning, COMMIT.\n"
+          " cpu s: CPU seconds of the indexer process; db cpu s: of its PostgreSQL backend)")
     print()
     for name, result in runs.items():
         if isinstance(result, dict) and name != "ceiling":

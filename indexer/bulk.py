@@ -7,17 +7,25 @@ values in the given order, converted only where the field stores something else:
 chain fields through their own `get_prep_value` (78-digit UInt256 strings, validated lowercase
 hex), datetimes through the backend's adapter, JSON as its text. The rows join the caller's
 transaction like any other query, so they commit or roll back with the rest of the batch.
+
+On PostgreSQL most of a batch's time is the server's: index maintenance, the trigram index
+above all. `RowStream` sends the COPYs from a background thread, so that the server works on
+one table's rows while this process builds the next table's.
 """
 
 from __future__ import annotations
 
+import queue
+import threading
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Any
+from types import TracebackType
+from typing import Any, Self
 
 import orjson
 from django.conf import settings
-from django.db import connection, models
+from django.db import DEFAULT_DB_ALIAS, connection, connections, models
+from django.db.backends.base.base import BaseDatabaseWrapper
 from django.utils import timezone
 from psycopg import sql
 
@@ -69,13 +77,10 @@ def defer_search_index_merge() -> None:
             cursor.execute("SET LOCAL gin_pending_list_limit = '256MB'")
 
 
-def insert_rows(model: type[models.Model], columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
-    """Inserts `rows` (tuples of the values of the fields named by `columns`, by attname) into
-    the model's table."""
-    if not rows:
-        return
-    by_attname = {field.attname: field for field in model._meta.concrete_fields}
-    fields = [by_attname[name] for name in columns]
+_Rows = Sequence[Sequence[Any]]
+
+
+def _preparer(fields: Sequence[models.Field[Any, Any]]) -> Callable[[Sequence[Any]], Sequence[Any]]:
     converters = [(i, convert) for i, field in enumerate(fields) if (convert := _converter(field)) is not None]
 
     def prepared(row: Sequence[Any]) -> Sequence[Any]:
@@ -86,18 +91,96 @@ def insert_rows(model: type[models.Model], columns: Sequence[str], rows: Sequenc
             values[i] = convert(values[i])
         return values
 
+    return prepared
+
+
+def _fields(model: type[models.Model], columns: Sequence[str]) -> list[models.Field[Any, Any]]:
+    by_attname = {field.attname: field for field in model._meta.concrete_fields}
+    return [by_attname[name] for name in columns]
+
+
+def _copy(database: BaseDatabaseWrapper, model: type[models.Model], columns: Sequence[str], rows: _Rows) -> None:
+    """COPY of the rows into the model's table over the (open) connection of `database`, whose
+    errors come out as Django's, as through its cursors."""
+    fields = _fields(model, columns)
+    prepared = _preparer(fields)
+    statement = sql.SQL("COPY {} ({}) FROM STDIN").format(
+        sql.Identifier(model._meta.db_table), sql.SQL(", ").join(sql.Identifier(str(f.column)) for f in fields)
+    )
+    with database.wrap_database_errors, database.connection.cursor() as cursor, cursor.copy(statement) as copy:
+        for row in rows:
+            copy.write_row(prepared(row))
+
+
+def insert_rows(model: type[models.Model], columns: Sequence[str], rows: _Rows) -> None:
+    """Inserts `rows` (tuples of the values of the fields named by `columns`, by attname) into
+    the model's table."""
+    if not rows:
+        return
+    if connection.vendor == "postgresql":
+        connection.ensure_connection()
+        _copy(connections[DEFAULT_DB_ALIAS], model, columns, rows)
+        return
+    fields = _fields(model, columns)
+    prepared = _preparer(fields)
     table = model._meta.db_table
     names = [str(field.column) for field in fields]
-    if connection.vendor == "postgresql":
-        statement = sql.SQL("COPY {} ({}) FROM STDIN").format(
-            sql.Identifier(table), sql.SQL(", ").join(sql.Identifier(name) for name in names)
-        )
-        with connection.cursor() as cursor, cursor.cursor.copy(statement) as copy:
-            for row in rows:
-                copy.write_row(prepared(row))
-        return
     quote = connection.ops.quote_name
     statement_text = (f"INSERT INTO {quote(table)} ({', '.join(quote(name) for name in names)}) "
                       f"VALUES ({', '.join(['%s'] * len(names))})")
     with connection.cursor() as cursor:
         cursor.executemany(statement_text, [prepared(row) for row in rows])
+
+
+class RowStream:
+    """`insert_rows` in order, from a background thread on PostgreSQL (inline elsewhere).
+
+    Used as a context manager inside the caller's transaction. Between `insert` and the end of
+    the block the caller must not use the connection: the thread owns it. Leaving the block
+    waits for every insert and raises the first failure (on an exception in the block, the
+    inserts not yet started are dropped), so the transaction commits or rolls back after them."""
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue[tuple[type[models.Model], Sequence[str], _Rows] | None] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._failure: BaseException | None = None
+        self._cancelled = False
+
+    def __enter__(self) -> Self:
+        return self
+
+    def insert(self, model: type[models.Model], columns: Sequence[str], rows: _Rows) -> None:
+        if not rows:
+            return
+        if connection.vendor != "postgresql":
+            insert_rows(model, columns, rows)
+            return
+        if self._failure is not None:
+            raise self._failure
+        if self._thread is None:
+            connection.ensure_connection()
+            # This thread's connection (django.db.connection would be the new thread's own).
+            database = connections[DEFAULT_DB_ALIAS]
+            self._thread = threading.Thread(target=self._run, args=(database,), name="indexer-copy", daemon=True)
+            self._thread.start()
+        self._jobs.put((model, columns, rows))
+
+    def _run(self, database: BaseDatabaseWrapper) -> None:
+        while (job := self._jobs.get()) is not None:
+            if self._failure is not None or self._cancelled:
+                continue
+            try:
+                _copy(database, *job)
+            except BaseException as exc:  # re-raised in the caller's thread
+                self._failure = exc
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        if self._thread is None:
+            return
+        self._cancelled = error is not None
+        self._jobs.put(None)
+        self._thread.join()
+        self._thread = None
+        if self._failure is not None and error is None:
+            raise self._failure

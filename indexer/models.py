@@ -9,11 +9,21 @@ crash:
 - `AppliedLog`: one row per applied contract log, keyed by (deployment, tx_hash, log_index),
   so a log is never applied twice; `undo` holds what rolling the log back must restore.
 - `ChangeLogEntry`: the ordered change log per deployment that the websocket serves.
+
+The ledger tables (`AppliedLog`, `ChangeLogEntry`, `IndexedBlock`) grow by one row per log,
+change or block, so their writes are kept lean: their deployment is not checked by a database
+foreign key (a trigger per row, most of the cost of a batch's commit); every batch writes them
+under the `SyncState` row it holds locked, whose own foreign key guarantees the deployment, and
+Django still deletes them with their deployment. The unique constraints, which lead with the
+deployment, are their only deployment indexes.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.db import models
+from django.db.backends.base.base import BaseDatabaseWrapper
 
 from records.fields import Bytes32Field
 from records.models import Deployment
@@ -40,6 +50,27 @@ class MessageType(models.TextChoices):
     DISPUTE_REMOVED = "dispute.removed"
 
 
+class JSONDocumentField(models.JSONField):
+    """A JSON document stored as written: PostgreSQL `json` (validated text) instead of
+    `jsonb`, which parses every value into a binary tree on insert, for documents that are only
+    ever read back whole. (Key order is kept as written, as a bonus.)"""
+
+    def db_type(self, connection: BaseDatabaseWrapper) -> str | None:
+        if connection.vendor == "postgresql":
+            return "json"
+        return super().db_type(connection)
+
+    def from_db_value(self, value: Any, expression: Any, connection: BaseDatabaseWrapper) -> Any:
+        if not isinstance(value, str):
+            return value  # psycopg parses `json` itself
+        return super().from_db_value(value, expression, connection)
+
+
+def _ledger_deployment() -> models.ForeignKey[Deployment, Deployment]:
+    return models.ForeignKey(Deployment, on_delete=models.CASCADE, related_name="+", db_constraint=False,
+                             db_index=False)
+
+
 class SyncState(models.Model):
     deployment = models.OneToOneField(Deployment, on_delete=models.CASCADE, related_name="sync_state")
     last_indexed_block = models.PositiveBigIntegerField(
@@ -54,7 +85,7 @@ class SyncState(models.Model):
 
 
 class IndexedBlock(models.Model):
-    deployment = models.ForeignKey(Deployment, on_delete=models.CASCADE, related_name="+")
+    deployment = _ledger_deployment()
     number = models.PositiveBigIntegerField()
     hash = Bytes32Field()
     parent_hash = Bytes32Field()
@@ -70,13 +101,13 @@ class IndexedBlock(models.Model):
 
 
 class AppliedLog(models.Model):
-    deployment = models.ForeignKey(Deployment, on_delete=models.CASCADE, related_name="+")
+    deployment = _ledger_deployment()
     block_number = models.PositiveBigIntegerField()
     block_hash = Bytes32Field()
     tx_hash = Bytes32Field()
     log_index = models.PositiveIntegerField()
     event = models.CharField(max_length=64)
-    undo = models.JSONField(default=list, help_text="record states to restore when this log is rolled back")
+    undo = JSONDocumentField(default=list, help_text="record states to restore when this log is rolled back")
 
     class Meta:
         constraints = [
@@ -89,10 +120,10 @@ class AppliedLog(models.Model):
 
 
 class ChangeLogEntry(models.Model):
-    deployment = models.ForeignKey(Deployment, on_delete=models.CASCADE, related_name="+")
+    deployment = _ledger_deployment()
     seq = models.PositiveBigIntegerField()
     type = models.CharField(max_length=24, choices=MessageType.choices)
-    payload = models.JSONField(help_text="the record as the API serializes it")
+    payload = JSONDocumentField(help_text="the record as the API serializes it")
     block_number = models.PositiveBigIntegerField()
     created_at = models.DateTimeField(auto_now_add=True)
 

@@ -21,7 +21,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from indexer.bulk import defer_search_index_merge, insert_rows
+from indexer.bulk import RowStream, defer_search_index_merge, insert_rows
 from indexer.events import RECORD_EVENT_TOPICS, RecordEvent, UndecodableLog, decode_log
 from indexer.locks import deployment_lock
 from indexer.models import AppliedLog, ChangeLogEntry, IndexedBlock, SyncState
@@ -261,39 +261,42 @@ class Indexer:
             raise IndexerError("the sync state moved under this indexer: is another writer running without the lock?")
         store = RecordStore(deployment)
         store.load(events)
-        seq = locked.last_seq
         times = {number: chain_time(int(header["timestamp"], 16)) for number, header in headers.items()}
+        # A reorganisation never rolls back to below the oldest block hash kept after this batch
+        # (see _common_ancestor), so the logs of the blocks up to there need no undo entries.
+        undo_floor = to - self.config.kept_blocks
         ledger: list[tuple[Any, ...]] = []
-        changes: list[tuple[Any, ...]] = []
-        counts: Counter[str] = Counter()
+        messages: list[Message] = []
         for event in events:
             log = event.log
             applied = apply_event(store, event, times[log.block_number])
             ledger.append((deployment.pk, log.block_number, log.block_hash, log.tx_hash, log.log_index,
-                           type(event).__name__, applied.undo))
-            for message in applied.messages:
-                seq += 1
-                changes.append(self._entry(deployment, seq, message))
-                counts[message.type] += 1
-        store.save()
-        insert_rows(AppliedLog, _LEDGER_COLUMNS, ledger)
-        insert_rows(ChangeLogEntry, _CHANGE_COLUMNS, changes)
-        if changes:  # wake the websocket feeds of every server process once this commits
+                           type(event).__name__, applied.undo if log.block_number > undo_floor else []))
+            messages.extend(applied.messages)
+        # The records first: the database indexes them while the payloads are rendered.
+        with RowStream() as stream:
+            store.save(stream)
+            stream.insert(ChangeLogEntry, _CHANGE_COLUMNS, self._entries(deployment, locked.last_seq, store, messages))
+            stream.insert(AppliedLog, _LEDGER_COLUMNS, ledger)
+            stream.insert(IndexedBlock, _BLOCK_COLUMNS, [(deployment.pk, number, header["hash"], header["parentHash"],
+                                                          times[number]) for number, header in sorted(headers.items())])
+        if messages:  # wake the websocket feeds of every server process once this commits
             transaction.on_commit(notify_changes)
-        insert_rows(IndexedBlock, _BLOCK_COLUMNS, [(deployment.pk, number, header["hash"], header["parentHash"],
-                                                    times[number]) for number, header in sorted(headers.items())])
         IndexedBlock.objects.filter(deployment=deployment, number__lt=to - self.config.kept_blocks).delete()
         locked.last_indexed_block = to
-        locked.last_seq = seq
+        locked.last_seq += len(messages)
         locked.head_block = head
         locked.last_heartbeat = timezone.now()
         locked.save()
-        return counts
+        return Counter(message.type for message in messages)
 
     @staticmethod
-    def _entry(deployment: Deployment, seq: int, message: Message) -> tuple[Any, ...]:
-        """A change-log row in the order of _CHANGE_COLUMNS."""
-        return (deployment.pk, seq, message.type, message.payload, message.block_number, timezone.now())
+    def _entries(deployment: Deployment, last_seq: int, store: RecordStore,
+                 messages: list[Message]) -> list[tuple[Any, ...]]:
+        """Change-log rows in the order of _CHANGE_COLUMNS, numbered after `last_seq`."""
+        now = timezone.now()
+        return [(deployment.pk, seq, message.type, store.payload(message), message.block_number, now)
+                for seq, message in enumerate(messages, start=last_seq + 1)]
 
     # ------------------------------------------------------------------ reorganisations
 
@@ -337,15 +340,10 @@ class Indexer:
         store.save()
         AppliedLog.objects.filter(pk__in=[log.pk for log in orphaned]).delete()
         IndexedBlock.objects.filter(deployment=deployment, number__gt=ancestor).delete()
-        seq = state.last_seq
-        changes = []
-        for message in messages:
-            seq += 1
-            changes.append(self._entry(deployment, seq, message))
-        insert_rows(ChangeLogEntry, _CHANGE_COLUMNS, changes)
-        if changes:  # wake the websocket feeds of every server process once this commits
+        insert_rows(ChangeLogEntry, _CHANGE_COLUMNS, self._entries(deployment, state.last_seq, store, messages))
+        if messages:  # wake the websocket feeds of every server process once this commits
             transaction.on_commit(notify_changes)
-        state.last_seq = seq
+        state.last_seq += len(messages)
         state.last_indexed_block = ancestor if ancestor >= self.config.start_block else None
         state.save()
         logger.warning("reorganisation: rolled back blocks %d-%d (%d logs, %d records corrected); "

@@ -6,6 +6,12 @@ back in bulk. Each application returns the change-log messages it causes (the re
 serializes it, right after the change) and the undo entries that restore the previous state if
 the log's block is orphaned by a reorganisation.
 
+`save` renders each record it writes once, from its final state: the search text and the JSON
+body (records.representation) that lists and snapshots send as they are. A message keeps the
+record's mutable fields as they were right after its change, and `RecordStore.payload` gives
+the rendered body when the record has not changed since, or renders the earlier state: the
+batch's records go to the database first, and the database indexes them meanwhile.
+
 Undo entries are JSON: `{"kind": "bounty", "id": 7, "before": null}` removes a record the log
 created; `{"kind": ..., "id": ..., "before": {"status": "open", ...}}` restores fields.
 """
@@ -17,9 +23,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal, TypeVar
 
+import orjson
 from django.db.models import F
+from django.db.models.base import ModelState
+from django.db.models.signals import post_init, pre_init
 
-from indexer.bulk import insert_rows
+from indexer.bulk import RowStream, insert_rows
 from indexer.events import (
     BountyCreated,
     BountyFinalized,
@@ -41,7 +50,7 @@ from records.models import (
     Submission,
     SubmissionStatus,
 )
-from records.representation import JsonRecord, bounty_json, dispute_json, submission_json
+from records.representation import JsonRecord, record_body, record_json
 from records.search import search_document
 
 Kind = Literal["bounty", "submission", "dispute"]
@@ -64,7 +73,7 @@ MUTABLE_FIELDS: dict[Kind, tuple[str, ...]] = {
     "dispute": ("status",),
 }
 # What `save()` writes back for a changed record: the mutable fields and the search text.
-_WRITTEN_FIELDS = {kind: [*fields, "search_text"] for kind, fields in MUTABLE_FIELDS.items()}
+_WRITTEN_FIELDS = {kind: [*fields, "search_text", "body"] for kind, fields in MUTABLE_FIELDS.items()}
 KINDS: tuple[Kind, ...] = ("bounty", "submission", "dispute")
 # What `save()` writes for a new record: every column but the primary key.
 _INSERTED_FIELDS: dict[Kind, list[str]] = {
@@ -72,6 +81,10 @@ _INSERTED_FIELDS: dict[Kind, list[str]] = {
     for kind, model in zip(KINDS, (Bounty, Submission, Dispute), strict=True)
 }
 _LATEST_DATETIME = datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC)
+_MODELS: dict[Kind, tuple[type[Any], str]] = {
+    "bounty": (Bounty, "bounty_id"), "submission": (Submission, "submission_id"), "dispute": (Dispute, "dispute_id"),
+}
+_TABLES: dict[Kind, str] = {"bounty": "bounties", "submission": "submissions", "dispute": "disputes"}
 
 
 class InconsistentChain(RuntimeError):
@@ -86,11 +99,16 @@ def chain_time(timestamp: int) -> datetime:
         return _LATEST_DATETIME
 
 
-@dataclass
+@dataclass(slots=True)
 class Message:
+    """A change-log message about one record; `RecordStore.payload` renders its payload."""
+
     type: MessageType
-    payload: JsonRecord
+    kind: Kind
+    key: int
     block_number: int
+    state: tuple[Any, ...] = ()  # the record's MUTABLE_FIELDS right after the change
+    removed: JsonRecord | None = None  # the last payload of a record that no longer exists
 
 
 @dataclass
@@ -130,7 +148,7 @@ class RecordStore:
                 table[getattr(record, id_field)] = record
 
     def get(self, kind: Kind, key: int) -> Any:
-        table = self._table(kind)[2]
+        table: dict[int, Any] = getattr(self, _TABLES[kind])
         if key not in table:
             raise InconsistentChain(
                 f"{kind} {key} is not in the mirror; is BOUNTY_START_BLOCK after the contract's deployment block?"
@@ -152,9 +170,9 @@ class RecordStore:
         self.removed.add((kind, key))
         self.changed.discard((kind, key))
 
-    def save(self) -> None:
-        """Writes back in bulk: removals (children first), creations (parents first), changes,
-        and the deployment's record totals."""
+    def save(self, stream: RowStream | None = None) -> None:
+        """Writes back in bulk: the deployment's record totals, removals (children first),
+        changes, and creations (parents first), these through `stream` when given."""
         deltas = {kind: sum(k == kind for k, _ in self.created) - sum(k == kind for k, _ in self.removed)
                   for kind in KINDS}
         if any(deltas.values()):
@@ -170,40 +188,85 @@ class RecordStore:
                     table.pop(key, None)
         for kind in KINDS:
             model, _, table = self._table(kind)
-            new = [table[key] for k, key in sorted(self.created) if k == kind]
-            dirty = [table[key] for k, key in sorted(self.changed) if k == kind and key in table]
-            for record in (*new, *dirty):
-                record.search_text = search_document(record)
-            if new:
-                columns = _INSERTED_FIELDS[kind]
-                insert_rows(model, columns, [[getattr(record, name) for name in columns] for record in new])
+            dirty = [key for k, key in sorted(self.changed) if k == kind and key in table]
+            for key in dirty:
+                self._render(kind, key)
             if dirty:
-                model.objects.bulk_update(dirty, _WRITTEN_FIELDS[kind], batch_size=500)
+                model.objects.bulk_update([table[key] for key in dirty], _WRITTEN_FIELDS[kind], batch_size=500)
+        for kind in KINDS:
+            model, _, table = self._table(kind)
+            new = [key for k, key in sorted(self.created) if k == kind]
+            if not new:
+                continue
+            columns = _INSERTED_FIELDS[kind]
+            rows = []
+            for key in new:
+                record = self._render(kind, key)
+                rows.append([getattr(record, name) for name in columns])
+            if stream is not None:
+                stream.insert(model, columns, rows)
+            else:
+                insert_rows(model, columns, rows)
 
     def _table(self, kind: Kind) -> tuple[type[Any], str, dict[int, Any]]:
-        if kind == "bounty":
-            return Bounty, "bounty_id", self.bounties
-        if kind == "submission":
-            return Submission, "submission_id", self.submissions
-        return Dispute, "dispute_id", self.disputes
+        model, id_field = _MODELS[kind]
+        return model, id_field, getattr(self, _TABLES[kind])
+
+    def _render(self, kind: Kind, key: int) -> Any:
+        """Renders what the record stores about itself: its search text and its JSON body (which
+        the read API and the websocket send as they are)."""
+        record = self.get(kind, key)
+        record.search_text = search_document(record)
+        record.body = record_body(record, chain_id=self.deployment.chain_id,
+                                  contract_address=self.deployment.contract_address)
+        return record
+
+    def message(self, type_: MessageType, kind: Kind, key: int, block_number: int) -> Message:
+        """A message about the record as it is now."""
+        record = self.get(kind, key)
+        return Message(type_, kind, key, block_number, tuple(getattr(record, f) for f in MUTABLE_FIELDS[kind]))
+
+    def payload(self, message: Message) -> JsonRecord | orjson.Fragment:
+        """The message's record as the API serializes it, as it was right after the change: the
+        body `save` rendered when the record has not changed since."""
+        if message.removed is not None:
+            return message.removed
+        record = self.get(message.kind, message.key)
+        names = MUTABLE_FIELDS[message.kind]
+        now = tuple(getattr(record, name) for name in names)
+        if now == message.state:
+            if (message.kind, message.key) in self.created or (message.kind, message.key) in self.changed:
+                return orjson.Fragment(record.body)  # rendered by `save` from this same state
+            return self.json(message.kind, message.key)
+        for name, value in zip(names, message.state, strict=True):
+            setattr(record, name, value)
+        try:
+            return self.json(message.kind, message.key)
+        finally:
+            for name, value in zip(names, now, strict=True):
+                setattr(record, name, value)
 
     def json(self, kind: Kind, key: int) -> JsonRecord:
-        record = self.get(kind, key)
-        chain_id, address = self.deployment.chain_id, self.deployment.contract_address
-        if kind == "bounty":
-            return bounty_json(record, chain_id=chain_id, contract_address=address)
-        if kind == "submission":
-            return submission_json(record, chain_id=chain_id, contract_address=address)
-        return dispute_json(record, chain_id=chain_id, contract_address=address)
+        return record_json(self.get(kind, key), chain_id=self.deployment.chain_id,
+                           contract_address=self.deployment.contract_address)
 
 
 def _new(model: type[_R], **values: Any) -> _R:
-    """A new record from its field values by attname, the rest at their defaults; positional
-    arguments take the model's fast constructor path, half the cost of keywords."""
-    arguments: list[Any] = [values[f.attname] if f.attname in values else f.get_default()
-                            for f in model._meta.concrete_fields]
-    construct: Callable[..., _R] = model  # the stubs' plugin reads *args as the primary key
-    return construct(*arguments)
+    """A new record from its field values by attname, the rest at their defaults.
+
+    What `Model.__init__` does for attnames, without its per-field checks and its pre_init and
+    post_init signals (no receiver for these models): a quarter of its cost, which is a large
+    part of a backfill's in-memory work."""
+    if pre_init.has_listeners(model) or post_init.has_listeners(model):
+        arguments = [values[f.attname] if f.attname in values else f.get_default() for f in model._meta.concrete_fields]
+        construct: Callable[..., _R] = model  # the stubs' plugin reads *args as the primary key
+        return construct(*arguments)
+    record = model.__new__(model)
+    record._state = ModelState()
+    fields = record.__dict__
+    for field_ in model._meta.concrete_fields:
+        fields[field_.attname] = values[field_.attname] if field_.attname in values else field_.get_default()
+    return record
 
 
 def _references(event: RecordEvent) -> list[tuple[Kind, int]]:
@@ -233,7 +296,7 @@ def _before(store: RecordStore, kind: Kind, key: int) -> UndoEntry:
 
 def _message(type_: MessageType, store: RecordStore, kind: Kind, key: int, event: RecordEvent) -> Message:
     """The change-log message carrying the record as it is now."""
-    return Message(type_, store.json(kind, key), event.log.block_number)
+    return store.message(type_, kind, key, event.log.block_number)
 
 
 def _updated(store: RecordStore, kind: Kind, key: int, event: RecordEvent) -> Message:
@@ -279,7 +342,7 @@ def apply_bounty_created(store: RecordStore, event: BountyCreated, block_time: d
     )
     store.add("bounty", event.bounty_id, bounty)
     return Applied(
-        [Message(MessageType.BOUNTY_CREATED, store.json("bounty", event.bounty_id), event.log.block_number)],
+        [_message(MessageType.BOUNTY_CREATED, store, "bounty", event.bounty_id, event)],
         [{"kind": "bounty", "id": event.bounty_id, "before": None}],
     )
 
@@ -308,8 +371,7 @@ def apply_submission_created(store: RecordStore, event: SubmissionCreated, block
     store.touch("bounty", event.bounty_id)
     undo.append({"kind": "submission", "id": event.submission_id, "before": None})
     return Applied(
-        [Message(MessageType.SUBMISSION_CREATED, store.json("submission", event.submission_id),
-                 event.log.block_number)],
+        [_message(MessageType.SUBMISSION_CREATED, store, "submission", event.submission_id, event)],
         undo,
     )
 
@@ -337,7 +399,7 @@ def apply_dispute_created(store: RecordStore, event: DisputeCreated, block_time:
     store.touch("submission", event.submission_id)
     undo.append({"kind": "dispute", "id": event.dispute_id, "before": None})
     return Applied(
-        [Message(MessageType.DISPUTE_CREATED, store.json("dispute", event.dispute_id), event.log.block_number),
+        [_message(MessageType.DISPUTE_CREATED, store, "dispute", event.dispute_id, event),
          _updated(store, "submission", event.submission_id, event)],
         undo,
     )
@@ -442,6 +504,7 @@ def undo_entries(store: RecordStore, entries: list[UndoEntry], block_number: int
         if (kind, key) in seen or (kind, key) in removed:
             continue
         seen.add((kind, key))
-        messages.append(Message(UPDATED_TYPE[kind], store.json(kind, key), block_number))
-    messages.extend(Message(REMOVED_TYPE[kind], payload, block_number) for (kind, _), payload in removed.items())
+        messages.append(store.message(UPDATED_TYPE[kind], kind, key, block_number))
+    messages.extend(Message(REMOVED_TYPE[kind], kind, key, block_number, removed=payload)
+                    for (kind, key), payload in removed.items())
     return messages

@@ -14,7 +14,7 @@ from web3.contract import Contract
 
 from indexer.models import AppliedLog, ChangeLogEntry, SyncState
 from records.models import Bounty, Deployment, Dispute, Submission
-from records.representation import bounty_json, dispute_json, submission_json
+from records.representation import bounty_json, dispute_json, record_body, submission_json
 
 BOUNTY_STATUS = ["open", "resolved", "refunded"]
 SUBMISSION_STATUS = ["submitted", "disputed", "accepted", "rejected", "refunded"]
@@ -112,6 +112,15 @@ def assert_mirror_equals_chain(board: Contract, deployment: Deployment) -> None:
     seqs = list(ChangeLogEntry.objects.filter(deployment=deployment).order_by("seq").values_list("seq", flat=True))
     assert seqs == list(range(1, len(seqs) + 1)), "the change log has no gap and no repeat"
     assert SyncState.objects.get(deployment=deployment).last_seq == len(seqs)
+    assert_bodies_are_current(deployment)
+
+
+def assert_bodies_are_current(deployment: Deployment) -> None:
+    """Every record's stored JSON body is what the representation renders of it now."""
+    chain_id, address = deployment.chain_id, deployment.contract_address
+    for model in (Bounty, Submission, Dispute):
+        for record in model.objects.filter(deployment=deployment):
+            assert record.body == record_body(record, chain_id=chain_id, contract_address=address), record
 
 
 def replay(deployment: Deployment) -> dict[tuple[str, int], dict[str, Any]]:

@@ -154,11 +154,13 @@ class IndexerRuns:
         self.kills.append(Kill(phase, run.started_at, last_indexed(), head))
 
     def run_to_head_and_stop(self) -> None:
-        """Leaves the next process to reach the head, then stops it cleanly."""
+        """Leaves the next process to reach the head, then stops it cleanly (once it has started:
+        a SIGTERM during Python's start-up, before the command's handler, would just kill it)."""
         process, log = self.next
         head = self.chain.w3.eth.block_number
+        run = Run(process, log, started_at=last_indexed(), head=head)
         try:
-            wait_until(lambda: last_indexed() == head or process.poll() is not None)
+            wait_until(lambda: (holds_the_lock(run) and last_indexed() == head) or process.poll() is not None)
         finally:
             process.send_signal(signal.SIGTERM)
             process.wait(timeout=30)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from indexer.models import ChangeLogEntry, IndexedBlock
+from indexer.models import AppliedLog, ChangeLogEntry, IndexedBlock
 from indexer.sync import Indexer, ReorgTooDeep
 from records.models import Bounty, Dispute, Submission
 from tests.chain import USDC, Chain
@@ -147,3 +147,30 @@ def test_only_blocks_past_the_confirmations_are_indexed(chain: Chain, db: None) 
     index_to_head(indexer)
     assert Bounty.objects.count() == 1
     assert IndexedBlock.objects.order_by("-number").first().number == chain.w3.eth.block_number - 3  # type: ignore[union-attr]
+
+
+def test_undo_entries_are_kept_only_for_blocks_a_reorg_can_still_reach(chain: Chain, db: None) -> None:
+    indexer = Indexer(config_for(chain, kept_blocks=3))
+    indexer.check_node()
+    indexer.ensure_deployment()
+    _fund(chain)
+    for n in range(6):
+        _bounty(chain, f"ipfs://{n}")
+    index_to_head(indexer)  # one batch: its oldest blocks are out of reach at once
+    tip = chain.w3.eth.block_number
+    undo = dict(AppliedLog.objects.values_list("block_number", "undo"))
+    assert len(undo) == 6
+    assert all(entries == [] for number, entries in undo.items() if number <= tip - 3)
+    assert all(entries != [] for number, entries in undo.items() if number > tip - 3)
+    assert any(number <= tip - 3 for number in undo)
+
+    fork = _snapshot(chain)
+    chain.send(chain.board.functions.submit(6, "ipfs://work", HASH), chain.account(2))
+    index_to_head(indexer)
+    _revert(chain, fork)
+    _bounty(chain, "ipfs://new-branch")
+    chain.mine()
+    index_to_head(indexer)  # rolls back within the window: the submission and bounty 6's count
+    assert_consistent(chain, indexer)
+    assert not Submission.objects.exists()
+    assert Bounty.objects.get(bounty_id=6).submission_count == 0
