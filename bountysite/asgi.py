@@ -5,6 +5,7 @@ No origin validator wraps the websocket: the feed is public and read-only and re
 credentials (records/consumers.py), so a cross-origin page gains nothing by opening it.
 """
 
+import gc
 import os
 
 from django.core.asgi import get_asgi_application
@@ -15,11 +16,19 @@ django_asgi_app = get_asgi_application()  # sets Django up before the consumers 
 
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
-from bountysite import daphne_backpressure, daphne_close_codes  # noqa: E402
+from bountysite import daphne_backpressure, daphne_close_codes, daphne_frames  # noqa: E402
 from records.routing import websocket_urlpatterns  # noqa: E402
 
 daphne_close_codes.install()
 daphne_backpressure.install()
+daphne_frames.install()
+
+# Python's default collects its young generation every 700 new objects, promoting whatever is in
+# flight at that moment; with 1,000 websocket connections the old generation grows fast and each
+# full collection walks every connection's objects, stopping the event loop for 0.3-0.8 s several
+# times a minute under a burst (bench/ws_broadcast.py). Collecting less often lets short-lived
+# objects die by reference count first; memory grows by at most the garbage of 100,000 objects.
+gc.set_threshold(100_000, 20, 100)
 
 application = ProtocolTypeRouter({
     "http": django_asgi_app,

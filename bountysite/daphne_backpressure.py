@@ -5,9 +5,10 @@ buffers the bytes without limit. A client that stops reading would make the serv
 everything ever sent to it, and the application could never notice that the client is too slow
 (decisions.md section 8 closes such a client with 1008). Here the websocket's transport gets a
 streaming producer: Twisted pauses it when its write buffer passes `bufferSize` (64 KiB) and
-resumes it once the buffer is flushed, and `websocket.send` waits while it is paused. The ASGI
-spec lets `send` wait (uvicorn waits the same way); the application then keeps its own bounded
-queue (`records.live.Outbox`) and closes the client when that queue overflows.
+resumes it once the buffer is flushed, and `websocket.send` (like the prebuilt frames of
+bountysite/daphne_frames.py) waits while it is paused. The ASGI spec lets `send` wait (uvicorn
+waits the same way); the application then keeps its own bounded queue (`records.live.Outbox`)
+and closes the client when that queue overflows.
 
 The close frame then waits behind what the client has not read yet, so a slow client gets
 CLOSE_HANDSHAKE_SECONDS, not autobahn's default of 1 s, to read up to it and answer; otherwise
@@ -23,6 +24,8 @@ from daphne.server import Server
 from daphne.ws_protocol import WebSocketProtocol
 from twisted.internet.interfaces import IPushProducer
 from zope.interface import implementer  # type: ignore[import-untyped]
+
+from bountysite import daphne_frames
 
 CLOSE_HANDSHAKE_SECONDS = 10
 
@@ -59,7 +62,7 @@ async def _handle_reply(self: Any, protocol: Any, message: dict[str, Any]) -> No
         protocol.closeHandshakeTimeout = CLOSE_HANDSHAKE_SECONDS
         protocol._bounty_writable = _Writable()
         protocol.transport.registerProducer(protocol._bounty_writable, True)
-    elif message.get("type") == "websocket.send":
+    elif message.get("type") in ("websocket.send", daphne_frames.MESSAGE_TYPE):
         writable: _Writable | None = getattr(protocol, "_bounty_writable", None)
         if writable is not None:
             await writable.event.wait()

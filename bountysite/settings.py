@@ -158,7 +158,7 @@ BOUNTY_WS_MAX_MESSAGES = env_int("BOUNTY_WS_MAX_MESSAGES", 10, minimum=0)  # fro
 BOUNTY_WS_MESSAGE_WINDOW_SECONDS = env_int("BOUNTY_WS_MESSAGE_WINDOW_SECONDS", 10, minimum=1)
 BOUNTY_WS_MAX_MESSAGE_BYTES = env_int("BOUNTY_WS_MAX_MESSAGE_BYTES", 4_096, minimum=0)
 BOUNTY_WS_MAX_BACKLOG = env_int("BOUNTY_WS_MAX_BACKLOG", 10_000, minimum=1)  # live messages queued per client
-BOUNTY_WS_POLL_SECONDS = env_int("BOUNTY_WS_POLL_MS", 250, minimum=10, maximum=60_000) / 1000
+BOUNTY_WS_POLL_SECONDS = env_int("BOUNTY_WS_POLL_MS", 50, minimum=10, maximum=60_000) / 1000
 
 # ---------------------------------------------------------------- read API
 

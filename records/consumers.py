@@ -16,6 +16,7 @@ from urllib.parse import parse_qs
 
 from channels.generic.websocket import AsyncWebsocketConsumer
 
+from bountysite import daphne_frames
 from records import live
 from records.ws_limits import INTERNAL_ERROR, POLICY_VIOLATION, ConnectionSlot, MessageBudget, scope_client_address
 
@@ -42,7 +43,9 @@ class EventsConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]
         if not await self.slot.acquire():
             await self.close(code=POLICY_VIOLATION)
             return
-        self.stream = asyncio.create_task(live.run_stream(self._since(), self._send, self._too_slow))
+        frames = self.scope.get("extensions", {}).get(daphne_frames.EXTENSION)
+        self.stream = asyncio.create_task(live.run_stream(
+            self._since(), self._send_frames, self._too_slow, frames["write_now"] if frames else None))
         self.stream.add_done_callback(self._stream_failed)
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
@@ -56,8 +59,12 @@ class EventsConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]
             with contextlib.suppress(asyncio.CancelledError):
                 await self.stream
 
-    async def _send(self, text: str) -> None:
-        await self.send(text_data=text)
+    async def _send_frames(self, frames: bytes) -> None:
+        if daphne_frames.EXTENSION in self.scope.get("extensions", {}):
+            await self.base_send({"type": daphne_frames.MESSAGE_TYPE, "frames": frames})
+        else:  # a server without the extension: one ASGI message per websocket message
+            for text in live.frame_texts(frames):
+                await self.send(text_data=text)
 
     async def _close_for_policy(self) -> None:
         if self.stream is not None:

@@ -7,12 +7,17 @@ Every message comes from committed rows, so nothing is ever sent before the inde
   thread, so memory stays bounded whatever the number of records.
 - One `LiveFeed` per server process reads the change log (`ChangeLogEntry`, seq gap-free per
   deployment) past its cursor -- one query per wake-up for the whole process, never per
-  client -- and fans the encoded messages out to every client's bounded `Outbox`. It wakes on a
+  client -- and fans the messages out to every client's bounded `Outbox`. It wakes on a
   channel-layer message the indexer sends after each commit (`notify_changes`; with Redis it
   crosses processes) and polls every BOUNTY_WS_POLL_MS besides, which alone carries the embedded
   default (SQLite, no Redis), where the in-memory layer cannot reach another process.
 - A client joins the feed at S+1 (or at `since`+1): it reads the seqs it misses from the
   database, the last stretch under the feed's lock, so no seq is lost or delivered twice.
+
+Each message is encoded once, as a complete websocket frame (a server's frames are not masked, so
+the same bytes suit every client), and a client's pending messages leave in one write
+(bountysite/daphne_frames.py): the cost of a burst grows with changes plus clients, not with
+changes times clients.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ import asyncio
 import itertools
 import logging
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Literal, TypedDict, cast
 
@@ -35,8 +40,8 @@ from django.db.models import Min
 
 from indexer.models import ChangeLogEntry, SyncState
 from records.models import Deployment
-from records.representation import JsonRecord, bounty_json, dispute_json, submission_json
-from records.selectors import DeploymentFilter, ListQuery, Resource, active_deployment, record_rows
+from records.representation import JsonRecord
+from records.selectors import DeploymentFilter, ListQuery, Resource, active_deployment, record_bodies
 
 logger = logging.getLogger(__name__)
 
@@ -62,12 +67,43 @@ class LiveMessage(TypedDict):
 
 class SnapshotMessage(TypedDict):
     type: SnapshotType
-    payload: JsonRecord
+    payload: orjson.Fragment  # the record's stored JSON (records.representation.record_body)
     snapshot: Literal[True]
 
 
-def encode(message: LiveMessage | SnapshotMessage) -> str:
-    return orjson.dumps(message).decode()
+Send = Callable[[bytes], Awaitable[None]]  # sends websocket text frames (one or more, concatenated)
+# Writes frames at once if the socket can take them now (open, not held back); False otherwise.
+WriteNow = Callable[[bytes], bool]
+
+
+def text_frame(data: bytes) -> bytes:
+    """UTF-8 text as one unmasked, unfragmented websocket text frame (RFC 6455 section 5.2)."""
+    size = len(data)
+    if size < 126:
+        header = bytes((0x81, size))
+    elif size < 1 << 16:
+        header = bytes((0x81, 126)) + size.to_bytes(2, "big")
+    else:
+        header = bytes((0x81, 127)) + size.to_bytes(8, "big")
+    return header + data
+
+
+def frame_texts(frames: bytes) -> Iterator[str]:
+    """The texts of concatenated frames made by `text_frame`."""
+    position = 0
+    while position < len(frames):
+        size, position = frames[position + 1], position + 2
+        if size == 126:
+            size, position = int.from_bytes(frames[position:position + 2], "big"), position + 2
+        elif size == 127:
+            size, position = int.from_bytes(frames[position:position + 8], "big"), position + 8
+        yield frames[position:position + size].decode()
+        position += size
+
+
+def encode(message: LiveMessage | SnapshotMessage) -> bytes:
+    """The message's frame."""
+    return text_frame(orjson.dumps(message))
 
 
 class TooSlow(Exception):
@@ -86,8 +122,8 @@ def _last_seq(deployment_id: int) -> int:
     return SyncState.objects.filter(deployment_id=deployment_id).values_list("last_seq", flat=True).first() or 0
 
 
-def read_changes(deployment_id: int, first: int, last: int) -> list[tuple[int, str]]:
-    """The encoded live messages of seqs first..last (at most READ_CHUNK of them), in order."""
+def read_changes(deployment_id: int, first: int, last: int) -> list[tuple[int, bytes]]:
+    """The frames of the live messages of seqs first..last (at most READ_CHUNK of them), in order."""
     rows = (ChangeLogEntry.objects.filter(deployment_id=deployment_id, seq__gte=first, seq__lte=last)
             .order_by("seq").values_list("seq", "type", "payload")[:READ_CHUNK])
     return [(seq, encode(LiveMessage(type=cast(MessageType, kind), payload=payload, seq=seq)))
@@ -110,10 +146,10 @@ def resume_point(since: int) -> int | None:
     return since + 1
 
 
-_SNAPSHOT_KINDS: list[tuple[Resource, SnapshotType, Callable[..., JsonRecord]]] = [
-    ("bounties", "bounty.created", bounty_json),
-    ("submissions", "submission.created", submission_json),
-    ("disputes", "dispute.created", dispute_json),
+_SNAPSHOT_KINDS: list[tuple[Resource, SnapshotType]] = [
+    ("bounties", "bounty.created"),
+    ("submissions", "submission.created"),
+    ("disputes", "dispute.created"),
 ]
 
 
@@ -124,7 +160,7 @@ class SnapshotReader:
 
     def __init__(self) -> None:
         self.last_seq = 0
-        self._messages: Iterator[str] = iter(())
+        self._messages: Iterator[bytes] = iter(())
         self._in_transaction = False
 
     def open(self) -> None:
@@ -146,17 +182,15 @@ class SnapshotReader:
         self._messages = itertools.chain.from_iterable(self._kind(deployment, *kind) for kind in _SNAPSHOT_KINDS)
 
     @staticmethod
-    def _kind(deployment: Deployment, resource: Resource, kind: SnapshotType,
-              to_json: Callable[..., JsonRecord]) -> Iterator[str]:
+    def _kind(deployment: Deployment, resource: Resource, kind: SnapshotType) -> Iterator[bytes]:
         query = ListQuery(resource=resource, descending=False, deployments=DeploymentFilter(
             chain_id=deployment.chain_id, contract_address=deployment.contract_address))
-        chain_id, address = deployment.chain_id, deployment.contract_address
-        for row in record_rows(query, chunk_size=SNAPSHOT_CHUNK * 4):
-            payload = to_json(row, chain_id=chain_id, contract_address=address)
-            yield encode(SnapshotMessage(type=kind, payload=payload, snapshot=True))
+        for body in record_bodies(query, chunk_size=SNAPSHOT_CHUNK * 4):  # the records' stored JSON
+            yield encode(SnapshotMessage(type=kind, payload=orjson.Fragment(body), snapshot=True))
 
-    def next_chunk(self) -> list[str]:
-        return list(itertools.islice(self._messages, SNAPSHOT_CHUNK))
+    def next_chunk(self) -> bytes:
+        """The frames of the next SNAPSHOT_CHUNK messages; empty at the end."""
+        return b"".join(itertools.islice(self._messages, SNAPSHOT_CHUNK))
 
     def close(self) -> None:
         try:
@@ -174,7 +208,7 @@ class SnapshotReader:
 _snapshot_slots: asyncio.Semaphore | None = None
 
 
-async def stream_snapshot(send: Callable[[str], Awaitable[None]]) -> int:
+async def stream_snapshot(send: Send) -> int:
     """Sends the snapshot through `send`; returns the first seq the client has not seen."""
     global _snapshot_slots
     if _snapshot_slots is None:
@@ -183,7 +217,7 @@ async def stream_snapshot(send: Callable[[str], Awaitable[None]]) -> int:
     async with _snapshot_slots:
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ws-snapshot") as thread:
             reader = SnapshotReader()
-            pending: asyncio.Future[list[str]] | None = None
+            pending: asyncio.Future[bytes] | None = None
             try:
                 await loop.run_in_executor(thread, reader.open)
                 pending = loop.run_in_executor(thread, reader.next_chunk)
@@ -191,8 +225,7 @@ async def stream_snapshot(send: Callable[[str], Awaitable[None]]) -> int:
                     pending = loop.run_in_executor(thread, reader.next_chunk)  # read ahead one chunk
                     try:
                         async with asyncio.timeout(SNAPSHOT_STALL_SECONDS):
-                            for text in chunk:
-                                await send(text)
+                            await send(chunk)
                     except TimeoutError:
                         raise TooSlow from None
                 pending = None
@@ -206,36 +239,58 @@ async def stream_snapshot(send: Callable[[str], Awaitable[None]]) -> int:
 
 
 class Outbox:
-    """One client's bounded queue of live messages; `next_seq` is the first it has not been given."""
+    """One client's bounded queue of live messages; `next_seq` is the first it has not been given.
 
-    def __init__(self, next_seq: int, on_overflow: Callable[[], None]) -> None:
+    It takes frames in the batches the feed puts (bytes shared with every other client). With
+    `write_now` (the server's, bountysite/daphne_frames.py) a batch goes straight to the socket when
+    nothing is queued before it and the socket takes it, with no task switch to the client's sender;
+    otherwise it is queued and the sender gets everything pending at once."""
+
+    def __init__(self, next_seq: int, on_overflow: Callable[[], None], write_now: WriteNow | None = None) -> None:
         self.next_seq = next_seq
+        self.write_now = write_now
         self.bound: int = settings.BOUNTY_WS_MAX_BACKLOG
         self.on_overflow = on_overflow
         self.overflowed = False
-        self._items: deque[str] = deque()
+        self._batches: deque[bytes] = deque()
+        self._count = 0  # messages in _batches
         self._ready = asyncio.Event()
 
-    def put(self, seq: int, text: str) -> None:
-        if seq < self.next_seq or self.overflowed:
+    def put(self, first_seq: int, frames: Sequence[bytes], joined: bytes | None = None) -> None:
+        """Gives the client the frames of seqs first_seq, first_seq + 1, ... past `next_seq`;
+        `joined` is b"".join(frames), when the caller has made it for all clients."""
+        skip = self.next_seq - first_seq
+        if skip >= len(frames) or self.overflowed:
             return
-        if len(self._items) >= self.bound:
-            # The client's sender is stuck waiting for the socket: tell the consumer right away.
-            self.overflowed = True
-            self._items.clear()
-            self.on_overflow()
-        else:
-            self._items.append(text)
-            self.next_seq = seq + 1
-        self._ready.set()
+        if skip > 0:
+            frames, joined = frames[skip:], None
+        if joined is None:
+            joined = b"".join(frames)
+        # Straight to the socket only with nothing queued: the sender writes what it takes from
+        # the queue without waiting in between, so it never holds older frames unwritten.
+        if self._batches or self.write_now is None or not self.write_now(joined):
+            if self._count + len(frames) > self.bound:
+                # The client's sender is stuck waiting for the socket: tell the consumer right away.
+                self.overflowed = True
+                self._batches.clear()
+                self.on_overflow()
+            else:
+                self._batches.append(joined)
+                self._count += len(frames)
+            self._ready.set()
+        self.next_seq = first_seq + max(skip, 0) + len(frames)
 
-    async def get(self) -> str:
-        while not self._items and not self.overflowed:
+    async def get(self) -> bytes:
+        """The frames of every message pending, waiting for one if there is none."""
+        while not self._batches and not self.overflowed:
             self._ready.clear()
             await self._ready.wait()
         if self.overflowed:
             raise TooSlow
-        return self._items.popleft()
+        frames = self._batches.popleft() if len(self._batches) == 1 else b"".join(self._batches)
+        self._batches.clear()
+        self._count = 0
+        return frames
 
 
 class LiveFeed:
@@ -253,7 +308,7 @@ class LiveFeed:
         if not self._tasks:
             self._tasks = [asyncio.create_task(self._run()), asyncio.create_task(self._listen())]
 
-    async def subscribe(self, outbox: Outbox, send: Callable[[str], Awaitable[None]]) -> None:
+    async def subscribe(self, outbox: Outbox, send: Send) -> None:
         """Brings `outbox` from its next_seq up to the feed and adds it to the subscribers.
 
         Long gaps (a slow snapshot, an old `since`) are sent straight from the database without
@@ -269,15 +324,14 @@ class LiveFeed:
                 if self.cursor - outbox.next_seq < min(READ_CHUNK, outbox.bound):
                     rows = await database_sync_to_async(read_changes)(self.deployment_id, outbox.next_seq,
                                                                       self.cursor)
-                    for seq, text in rows:
-                        outbox.put(seq, text)
+                    if rows:
+                        outbox.put(rows[0][0], [frame for _, frame in rows])
                     self.subscribers.add(outbox)
                     return
                 deployment_id, last = self.deployment_id, self.cursor
             rows = await database_sync_to_async(read_changes)(deployment_id, outbox.next_seq, last)
-            for seq, text in rows:
-                await send(text)
-                outbox.next_seq = seq + 1
+            await send(b"".join(frame for _, frame in rows))
+            outbox.next_seq = rows[-1][0] + 1
 
     def unsubscribe(self, outbox: Outbox) -> None:
         self.subscribers.discard(outbox)
@@ -315,10 +369,12 @@ class LiveFeed:
                                                                      2**63 - 1):
                 slice_size = max(1, min(READ_CHUNK, settings.BOUNTY_WS_MAX_BACKLOG // 2))
                 for start in range(0, len(rows), slice_size):
-                    for seq, text in rows[start : start + slice_size]:
-                        for outbox in self.subscribers:
-                            outbox.put(seq, text)
-                    self.cursor = rows[min(len(rows), start + slice_size) - 1][0]
+                    part = rows[start : start + slice_size]
+                    frames = [frame for _, frame in part]
+                    joined = b"".join(frames)
+                    for outbox in self.subscribers:
+                        outbox.put(part[0][0], frames, joined)
+                    self.cursor = part[-1][0]
                     await asyncio.sleep(0)  # let the clients' senders drain before the next slice
                 if len(rows) < READ_CHUNK:
                     return
@@ -365,10 +421,11 @@ def notify_changes() -> None:
 # ---------------------------------------------------------------------------- one client's stream
 
 
-async def run_stream(since: int | None, send: Callable[[str], Awaitable[None]],
-                     on_too_slow: Callable[[], None]) -> None:
+async def run_stream(since: int | None, send: Send, on_too_slow: Callable[[], None],
+                     write_now: WriteNow | None = None) -> None:
     """Sends one client the snapshot (or what it missed since `since`), then live messages until
-    cancelled. A client too slow to read is reported through `on_too_slow`."""
+    cancelled (through `write_now` when the server offers it). A client too slow to read is
+    reported through `on_too_slow`."""
     start = await database_sync_to_async(resume_point)(since) if since is not None else None
     if start is None:
         try:
@@ -376,7 +433,7 @@ async def run_stream(since: int | None, send: Callable[[str], Awaitable[None]],
         except TooSlow:
             on_too_slow()
             return
-    outbox = Outbox(start, on_too_slow)
+    outbox = Outbox(start, on_too_slow, write_now)
     try:
         await feed.subscribe(outbox, send)
         while True:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 from collections.abc import Callable
 
@@ -56,3 +58,21 @@ def test_since_out_of_the_change_log_gets_a_snapshot(
             bounty, chain_id=active.chain_id, contract_address=active.contract_address)}
         seq = commit_change(active, "bounty.updated", {"id": 2})
         assert receive(client)["seq"] == seq
+
+
+def test_a_burst_reaches_every_client_whole_identical_and_in_order(
+    active: Deployment, servers: Callable[..., Server]
+) -> None:
+    # Commits one by one while the clients read: the feed fans them out in batches of varying
+    # size, each framed once and shared; a large message takes the longer frame headers.
+    server = servers(BOUNTY_WS_POLL_MS="20")
+    since = commit_change(active, "bounty.updated", {"id": 0})
+    with contextlib.ExitStack() as stack:
+        clients = [stack.enter_context(open_client(server.url(f"?since={since}"), max_size=None)) for _ in range(4)]
+        payloads = [{"id": n, "text": "x" * (70_000 if n % 50 == 0 else n)} for n in range(1, 151)]
+        seqs = [commit_change(active, "bounty.updated", payload) for payload in payloads]
+        texts = [[client.recv(timeout=20) for _ in payloads] for client in clients]
+    assert all(received == texts[0] for received in texts[1:])
+    assert [json.loads(text) for text in texts[0]] == [
+        {"type": "bounty.updated", "payload": payload, "seq": seq} for payload, seq in zip(payloads, seqs, strict=True)
+    ]
