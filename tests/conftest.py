@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from django.core.cache import cache
+from django.db import connections
 from web3 import Web3
 
 from contracts.devchain import Anvil, DevDeployment, deploy_reference_contracts, free_port
@@ -54,3 +55,20 @@ def _redis_database_per_worker(settings: Any, worker_id: str) -> None:
     layer = settings.CHANNEL_LAYERS["default"]
     settings.CHANNEL_LAYERS = {"default": {**layer, "CONFIG": {**layer["CONFIG"], "hosts": [location]}}}
     cache.clear()  # nothing left from earlier tests: counters of killed servers, cached bodies
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup: None, django_db_blocker: Any) -> Iterator[None]:
+    """pytest-django's, freeing PostgreSQL's test databases before it drops them: connections that
+    other threads (asgiref's executors, the indexer's COPY thread) or test processes left open
+    would keep them "being accessed by other users", and the pools' idle connections too."""
+    yield
+    with django_db_blocker.unblock():
+        for connection in connections.all(initialized_only=True):
+            if connection.vendor == "postgresql":
+                with connection.cursor() as cursor:
+                    cursor.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                                   "WHERE datname = current_database() AND pid <> pg_backend_pid()")
+            close_pool = getattr(connection, "close_pool", None)
+            if close_pool is not None:
+                close_pool()
