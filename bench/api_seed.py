@@ -343,7 +343,11 @@ def seed(plan: SeedPlan, *, dbname: str = DEFAULT_DB, fresh: bool = False) -> di
     started = time.perf_counter()
     signature = current_signature(dbname)
     if signature == plan.signature and not fresh:
-        _log(f"reusing database {dbname} ({signature})")
+        _log(f"reusing database {dbname} ({signature}); applying any newer migrations")
+        env = {**os.environ, "DATABASE_URL": database_url(dbname), "DJANGO_DEBUG": "1"}
+        env.pop("REDIS_URL", None)
+        subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=PROJECT_DIR, env=env,
+                       check=True)
         return {"reused": True, "seconds": time.perf_counter() - started}
     _migrate(dbname)
     phases: dict[str, float] = {"migrate": time.perf_counter() - started}
@@ -419,6 +423,16 @@ def seed(plan: SeedPlan, *, dbname: str = DEFAULT_DB, fresh: bool = False) -> di
                          dispute_rows(gen, deployments["B"], chains["B"], second_subs, second_disputes, {}, actors))
         phases["copy disputes"] = time.perf_counter() - t
         _log(f"copied {written:,} disputes in {phases['copy disputes']:.1f} s")
+        # What records.chronology would find (and the indexer keeps): created_at rises with the ID.
+        cur.execute("UPDATE records_deployment SET in_chain_order = TRUE")
+        for table, key in (("records_bounty", "bounty_id"), ("records_submission", "submission_id"),
+                           ("records_dispute", "dispute_id")):
+            cur.execute(
+                f"""UPDATE records_deployment AS d SET in_chain_order = FALSE WHERE EXISTS (
+                      SELECT 1 FROM (SELECT created_at, LAG(created_at) OVER (ORDER BY {key}) AS previous
+                                     FROM {table} WHERE deployment_id = d.id) AS ordered
+                      WHERE created_at < previous)"""
+            )
         conn.commit()
 
     t = time.perf_counter()

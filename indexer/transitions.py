@@ -18,6 +18,8 @@ created; `{"kind": ..., "id": ..., "before": {"status": "open", ...}}` restores 
 
 from __future__ import annotations
 
+import itertools
+import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -74,6 +76,8 @@ MUTABLE_FIELDS: dict[Kind, tuple[str, ...]] = {
 }
 # What `save()` writes back for a changed record: the mutable fields and the search text.
 _WRITTEN_FIELDS = {kind: [*fields, "search_text", "body"] for kind, fields in MUTABLE_FIELDS.items()}
+logger = logging.getLogger(__name__)
+
 KINDS: tuple[Kind, ...] = ("bounty", "submission", "dispute")
 # What `save()` writes for a new record: every column but the primary key.
 _INSERTED_FIELDS: dict[Kind, list[str]] = {
@@ -193,6 +197,7 @@ class RecordStore:
                 self._render(kind, key)
             if dirty:
                 model.objects.bulk_update([table[key] for key in dirty], _WRITTEN_FIELDS[kind], batch_size=500)
+        self._keep_chain_order()  # before `stream` owns the connection
         for kind in KINDS:
             model, _, table = self._table(kind)
             new = [key for k, key in sorted(self.created) if k == kind]
@@ -207,6 +212,29 @@ class RecordStore:
                 stream.insert(model, columns, rows)
             else:
                 insert_rows(model, columns, rows)
+
+    def _keep_chain_order(self) -> None:
+        """Clears the deployment's `in_chain_order` should the new records be older than the
+        records before them by ID (records.chronology), which chain order rules out."""
+        if not self.deployment.in_chain_order:
+            return
+        for kind in KINDS:
+            model, id_field, table = self._table(kind)
+            new = sorted(key for k, key in self.created if k == kind)
+            if not new:
+                continue
+            times = [table[key].created_at for key in new]
+            previous = (model.objects.filter(deployment=self.deployment, **{f"{id_field}__lt": new[0]})
+                        .order_by(f"-{id_field}").values_list("created_at", flat=True).first())
+            if previous is not None:
+                times.insert(0, previous)
+            if any(later < earlier for earlier, later in itertools.pairwise(times)):
+                logger.warning("%s %d or a later one is older than the %s before it: the deployment's records "
+                               "are no longer in chain order, and deep pages sorted by created_at take the "
+                               "slower path", kind, new[0], kind)
+                Deployment.objects.filter(pk=self.deployment.pk).update(in_chain_order=False)
+                self.deployment.in_chain_order = False
+                return
 
     def _table(self, kind: Kind) -> tuple[type[Any], str, dict[int, Any]]:
         model, id_field = _MODELS[kind]

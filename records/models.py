@@ -50,6 +50,9 @@ class Deployment(models.Model):
     bounty_total = models.PositiveBigIntegerField(default=0)
     submission_total = models.PositiveBigIntegerField(default=0)
     dispute_total = models.PositiveBigIntegerField(default=0)
+    # Within each kind, created_at never decreases as the ID rises (records.chronology): kept by
+    # the indexer; deep pages sorted by created_at rely on it.
+    in_chain_order = models.BooleanField(default=False, db_default=False)
 
     class Meta:
         constraints = [

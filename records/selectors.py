@@ -6,8 +6,9 @@ these functions, and serialize what they return; no query is built anywhere else
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
 from typing import Any, Generic, Literal, NamedTuple, TypeVar
 
 from django.conf import settings
@@ -177,10 +178,19 @@ def record_page(query: ListQuery, offset: int, limit: int) -> list[PageRow]:
     records = _filtered(query, ids).order_by(*_ordering(query, ids))
     id_field = ID_FIELDS[query.resource]
     by_id = SORT_FIELDS[query.resource].get(query.sort, id_field) == id_field
-    if offset and by_id and ids and not query.parents and not query.q and not query.matches_nothing:
+    plain = bool(ids) and not query.parents and not query.q and not query.matches_nothing
+    if offset and by_id and plain:
         ranges = _dense_id_ranges(query.resource, ids)
         if ranges is not None:
             return _id_range_page(query.resource, records, ranges, offset, limit, descending=query.descending)
+    by_time = SORT_FIELDS[query.resource].get(query.sort) == "created_at"
+    if offset >= DEFERRED_OFFSET and by_time and plain:
+        spans = _chain_order_spans(query.resource, ids)
+        if spans is not None:
+            if len(spans) == 1:  # in chain order, one deployment's created_at order is its ID order
+                ranges = [(span.low, span.high) for span in spans]
+                return _id_range_page(query.resource, records, ranges, offset, limit, descending=query.descending)
+            return _time_page(query.resource, records, spans, offset, limit, descending=query.descending)
     if offset >= DEFERRED_OFFSET:
         total = _plain_total(query, ids)
         if total is not None and offset > total - offset:  # nearer the end: skip from there, backwards
@@ -248,21 +258,105 @@ def _id_range_page(resource: Resource, records: QuerySet[Any], ranges: list[tupl
             return sum(max(0, high - max(edge, low - 1)) for low, high in ranges)
         return sum(max(0, min(edge, high + 1) - low) for low, high in ranges)
 
-    lowest, highest = min(low for low, _ in ranges), max(high for _, high in ranges)
-    # The ID of the row at `offset` is the one whose rows start at or before it and end after it.
+    # The ID of the row at `offset`; the rows before it with the same ID are other deployments'.
+    edge, skip = _position(before, offset, min(low for low, _ in ranges), max(high for _, high in ranges),
+                           descending=descending)
+    id_field = ID_FIELDS[resource]
+    bound = {f"{id_field}__lte" if descending else f"{id_field}__gte": edge}
+    return _page_rows(resource, records.filter(**bound)[skip : skip + limit])
+
+
+def _position(before: Callable[[int], int], offset: int, lowest: int, highest: int, *,
+              descending: bool) -> tuple[int, int]:
+    """The sort value of the row at `offset`, and how many rows with that same value come before
+    it, by bisection over [lowest, highest]: `before(v)` counts the rows that come before every
+    row with value v (it rises with v in ascending order and falls in descending order)."""
     below, above = lowest, highest
-    if descending:  # before() falls as the ID rises: the lowest ID with before <= offset
+    if descending:  # the lowest value with before <= offset
         while below < above:
             middle = (below + above) // 2
             below, above = (below, middle) if before(middle) <= offset else (middle + 1, above)
-    else:  # before() rises with the ID: the highest ID with before <= offset
+    else:  # the highest value with before <= offset
         while below < above:
             middle = (below + above + 1) // 2
             below, above = (middle, above) if before(middle) <= offset else (below, middle - 1)
-    skip = offset - before(below)  # rows of other deployments with the same ID that come first
+    return below, offset - before(below)
+
+
+class _Span(NamedTuple):
+    """A deployment's records in chain order: its lowest and highest ID and their times (µs)."""
+
+    deployment: int
+    low: int
+    high: int
+    first: int
+    last: int
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+
+
+def _chain_order_spans(resource: Resource, ids: list[int]) -> list[_Span] | None:
+    """Each deployment's span, if every deployment's records are in chain order (records.chronology)
+    with IDs that run without gaps (None otherwise): one query."""
     id_field = ID_FIELDS[resource]
-    edge = {f"{id_field}__lte" if descending else f"{id_field}__gte": below}
-    return _page_rows(resource, records.filter(**edge)[skip : skip + limit])
+    mine = MODELS[resource].objects.filter(deployment_id=OuterRef("pk"))
+    first, last = mine.order_by(id_field), mine.order_by(f"-{id_field}")
+    edges = Deployment.objects.filter(pk__in=ids).values_list(
+        "pk", "in_chain_order", TOTAL_FIELDS[resource],
+        Subquery(first.values(id_field)[:1]), Subquery(last.values(id_field)[:1]),
+        Subquery(first.values("created_at")[:1]), Subquery(last.values("created_at")[:1]),
+    )
+    spans: list[_Span] = []
+    for pk, in_order, total, low, high, first_time, last_time in edges:
+        if not in_order:
+            return None
+        if low is None and high is None and not total:
+            continue  # no records: nothing to place
+        if low is None or high is None or high - low + 1 != total:
+            return None
+        spans.append(_Span(pk, low, high, (first_time - _EPOCH) // _MICROSECOND, (last_time - _EPOCH) // _MICROSECOND))
+    return spans
+
+
+def _time_page(resource: Resource, records: QuerySet[Any], spans: list[_Span], offset: int, limit: int, *,
+               descending: bool) -> list[PageRow]:
+    """The page at `offset` of records ordered by created_at, then ID, then deployment, over
+    deployments in chain order: there the records of a deployment older than a moment are those
+    below the ID of its first record from that moment on, so a bisection over time, with one
+    index probe per deployment and step, finds the moment of the row at `offset`."""
+    if not spans or offset >= sum(span.high - span.low + 1 for span in spans):
+        return []
+    model, id_field = MODELS[resource], ID_FIELDS[resource]
+
+    def before(moment: int) -> int:
+        """Rows that come before every row created at `moment` in the requested direction."""
+        at = _EPOCH + moment * _MICROSECOND
+        rows, probed = 0, []
+        for span in spans:
+            if moment > span.last:
+                rows += 0 if descending else span.high - span.low + 1
+            elif moment < span.first:
+                rows += span.high - span.low + 1 if descending else 0
+            else:
+                probed.append(span)
+        if probed:
+            mine = model.objects.filter(deployment_id=OuterRef("pk"))
+            edge = (mine.filter(created_at__lte=at).order_by("-created_at", f"-{id_field}") if descending
+                    else mine.filter(created_at__gte=at).order_by("created_at", id_field))
+            by_span = {span.deployment: span for span in probed}
+            found = Deployment.objects.filter(pk__in=list(by_span)).values_list(
+                "pk", Subquery(edge.values(id_field)[:1]))
+            for pk, key in found:  # key: the last record at or before `at` / the first at or after it
+                span = by_span[pk]
+                rows += span.high - key if descending else key - span.low
+        return rows
+
+    moment, skip = _position(before, offset, min(span.first for span in spans), max(span.last for span in spans),
+                             descending=descending)
+    bound = {"created_at__lte" if descending else "created_at__gte": _EPOCH + moment * _MICROSECOND}
+    return _page_rows(resource, records.filter(**bound)[skip : skip + limit])
 
 
 def _deferred_page(resource: Resource, records: QuerySet[Any], offset: int, limit: int) -> list[PageRow]:

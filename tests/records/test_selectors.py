@@ -99,3 +99,60 @@ def test_a_deferred_deep_page_equals_the_plain_list(dense: list[Deployment], mon
                   ListQuery("bounties", ALL, q="data", sort=sort, descending=descending)):
         for offset in (1, 4, 20, 36, 37, 50):
             assert _got(query, offset, 5) == _expected(query, offset, 5), (query, offset)
+
+
+def _in_chain_order(deployment: Deployment, ids: range, per_second: int) -> None:
+    """Bounties whose created_at rises with the ID, `per_second` of them sharing each second."""
+    for n in ids:
+        make_bounty(deployment, bounty_id=n, created_at=T0 + timedelta(seconds=n // per_second),
+                    bounty_amount=(n * 5) % 9)
+    Deployment.objects.filter(pk=deployment.pk).update(in_chain_order=True)
+
+
+@pytest.fixture
+def chain_ordered() -> list[Deployment]:
+    """Three deployments in chain order, over different ranges and times that interleave, with
+    records sharing their second within a deployment and across deployments."""
+    deployments = [make_deployment(chain_id=chain) for chain in (1, 2, 3)]
+    _in_chain_order(deployments[0], range(1, 24), per_second=3)
+    _in_chain_order(deployments[1], range(1, 6), per_second=1)
+    _in_chain_order(deployments[2], range(10, 19), per_second=2)
+    return deployments
+
+
+@pytest.mark.parametrize("descending", [True, False], ids=["desc", "asc"])
+@pytest.mark.parametrize("limit", [1, 4])
+def test_a_deep_page_by_created_at_in_chain_order_equals_the_plain_list_at_every_offset(
+        chain_ordered: list[Deployment], monkeypatch: pytest.MonkeyPatch, descending: bool, limit: int) -> None:
+    monkeypatch.setattr(selectors, "DEFERRED_OFFSET", 1)
+    for deployments in (ALL, DeploymentFilter(chain_id=1), DeploymentFilter(chain_id=3)):
+        query = ListQuery("bounties", deployments, sort="created_at", descending=descending)
+        for offset in range(1, 40):
+            assert _got(query, offset, limit) == _expected(query, offset, limit), (deployments, offset)
+
+
+def test_a_deep_page_by_created_at_finds_its_moment_instead_of_skipping_rows(
+        chain_ordered: list[Deployment], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The page query starts at the created_at its offset lands on, so SQL skips only the rows
+    sharing that moment which come first."""
+    monkeypatch.setattr(selectors, "DEFERRED_OFFSET", 1)
+    query = ListQuery("bounties", ALL, sort="created_at", descending=False)
+    with CaptureQueriesContext(connection) as queries:
+        got = _got(query, 30, 3)
+    assert got == _expected(query, 30, 3)
+    page_sql = queries.captured_queries[-1]["sql"]
+    offsets = [int(n) for n in re.findall(r"OFFSET (\d+)", page_sql)]
+    assert "created_at\" >= " in page_sql and all(n < 6 for n in offsets), page_sql
+
+
+def test_a_deployment_out_of_chain_order_takes_the_deferred_path(
+        chain_ordered: list[Deployment], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(selectors, "DEFERRED_OFFSET", 1)
+    make_bounty(chain_ordered[1], bounty_id=6, created_at=T0)  # older than bounty 5 of its deployment
+    Deployment.objects.filter(pk=chain_ordered[1].pk).update(in_chain_order=False)
+    ids = [d.pk for d in chain_ordered]
+    assert selectors._chain_order_spans("bounties", ids) is None
+    for descending in (True, False):
+        query = ListQuery("bounties", ALL, sort="created_at", descending=descending)
+        for offset in (1, 9, 20, 37):
+            assert _got(query, offset, 4) == _expected(query, offset, 4), offset

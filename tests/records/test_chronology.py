@@ -1,0 +1,34 @@
+"""Whether a deployment's records are in chain order (records.chronology), as the data migration
+and the indexer establish it."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.apps import apps
+
+from records.chronology import refresh_in_chain_order
+from records.models import Deployment
+from tests.factories import T0, make_bounty, make_deployment, make_submission
+
+pytestmark = pytest.mark.django_db
+
+
+def test_records_whose_created_at_rises_with_the_id_are_in_chain_order() -> None:
+    deployment = make_deployment()
+    for n in range(1, 5):  # two sharing each second
+        make_bounty(deployment, bounty_id=n, created_at=T0 + timedelta(seconds=n // 2))
+    refresh_in_chain_order(apps)
+    assert Deployment.objects.get(pk=deployment.pk).in_chain_order
+
+
+def test_one_record_older_than_the_one_before_it_breaks_the_order() -> None:
+    ordered, broken = make_deployment(chain_id=1), make_deployment(chain_id=2)
+    bounties = [make_bounty(deployment, bounty_id=1, created_at=T0) for deployment in (ordered, broken)]
+    for bounty in bounties:
+        make_submission(bounty, submission_id=1, created_at=T0 + timedelta(seconds=5))
+    make_submission(bounties[1], submission_id=2, created_at=T0)  # older than submission 1
+    refresh_in_chain_order(apps)
+    assert Deployment.objects.get(pk=ordered.pk).in_chain_order
+    assert not Deployment.objects.get(pk=broken.pk).in_chain_order
