@@ -66,7 +66,8 @@ class Deployment(models.Model):
 class ChainRecord(models.Model):
     """Fields every mirrored record has: its deployment, its metadata and its source log."""
 
-    deployment = models.ForeignKey(Deployment, on_delete=models.PROTECT, related_name="+")
+    # No index of its own: every record table's unique (deployment, ID) constraint leads with it.
+    deployment = models.ForeignKey(Deployment, on_delete=models.PROTECT, related_name="+", db_index=False)
     metadata_uri = OrderedTextField()
     metadata_hash = Bytes32Field()
     tx_hash = Bytes32Field()
