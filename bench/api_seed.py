@@ -423,12 +423,12 @@ def seed(plan: SeedPlan, *, dbname: str = DEFAULT_DB, fresh: bool = False) -> di
                          dispute_rows(gen, deployments["B"], chains["B"], second_subs, second_disputes, {}, actors))
         phases["copy disputes"] = time.perf_counter() - t
         _log(f"copied {written:,} disputes in {phases['copy disputes']:.1f} s")
-        # What records.chronology would find (and the indexer keeps): created_at rises with the ID.
-        cur.execute("UPDATE records_deployment SET in_chain_order = TRUE")
-        for table, key in (("records_bounty", "bounty_id"), ("records_submission", "submission_id"),
-                           ("records_dispute", "dispute_id")):
+        # What records.chronology would find (and the indexer keeps): whether created_at rises with the ID.
+        for table, key, flag in (("records_bounty", "bounty_id", "bounty_in_chain_order"),
+                                 ("records_submission", "submission_id", "submission_in_chain_order"),
+                                 ("records_dispute", "dispute_id", "dispute_in_chain_order")):
             cur.execute(
-                f"""UPDATE records_deployment AS d SET in_chain_order = FALSE WHERE EXISTS (
+                f"""UPDATE records_deployment AS d SET {flag} = NOT EXISTS (
                       SELECT 1 FROM (SELECT created_at, LAG(created_at) OVER (ORDER BY {key}) AS previous
                                      FROM {table} WHERE deployment_id = d.id) AS ordered
                       WHERE created_at < previous)"""

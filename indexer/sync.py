@@ -178,7 +178,8 @@ class Indexer:
     def ensure_deployment(self) -> Deployment:
         deployment, _ = Deployment.objects.get_or_create(
             chain_id=self.config.chain_id, contract_address=self.config.contract_address,
-            defaults={"usdc_address": self.config.usdc_address, "in_chain_order": True},  # no records yet
+            defaults={"usdc_address": self.config.usdc_address, "bounty_in_chain_order": True,  # no records yet
+                      "submission_in_chain_order": True, "dispute_in_chain_order": True},
         )
         if deployment.usdc_address != self.config.usdc_address:
             deployment.usdc_address = self.config.usdc_address

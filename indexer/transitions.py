@@ -214,11 +214,12 @@ class RecordStore:
                 insert_rows(model, columns, rows)
 
     def _keep_chain_order(self) -> None:
-        """Clears the deployment's `in_chain_order` should the new records be older than the
-        records before them by ID (records.chronology), which chain order rules out."""
-        if not self.deployment.in_chain_order:
-            return
+        """Clears the deployment's `<kind>_in_chain_order` should a kind's new records be older
+        than the records before them by ID (records.chronology), which chain order rules out."""
         for kind in KINDS:
+            flag = f"{kind}_in_chain_order"
+            if not getattr(self.deployment, flag):
+                continue
             model, id_field, table = self._table(kind)
             new = sorted(key for k, key in self.created if k == kind)
             if not new:
@@ -229,12 +230,11 @@ class RecordStore:
             if previous is not None:
                 times.insert(0, previous)
             if any(later < earlier for earlier, later in itertools.pairwise(times)):
-                logger.warning("%s %d or a later one is older than the %s before it: the deployment's records "
-                               "are no longer in chain order, and deep pages sorted by created_at take the "
-                               "slower path", kind, new[0], kind)
-                Deployment.objects.filter(pk=self.deployment.pk).update(in_chain_order=False)
-                self.deployment.in_chain_order = False
-                return
+                logger.warning("%s %d or a later one is older than the %s before it: the deployment's %ss are no "
+                               "longer in chain order, and their deep pages sorted by created_at take the slower "
+                               "path", kind, new[0], kind, kind)
+                Deployment.objects.filter(pk=self.deployment.pk).update(**{flag: False})
+                setattr(self.deployment, flag, False)
 
     def _table(self, kind: Kind) -> tuple[type[Any], str, dict[int, Any]]:
         model, id_field = _MODELS[kind]

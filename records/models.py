@@ -50,9 +50,11 @@ class Deployment(models.Model):
     bounty_total = models.PositiveBigIntegerField(default=0)
     submission_total = models.PositiveBigIntegerField(default=0)
     dispute_total = models.PositiveBigIntegerField(default=0)
-    # Within each kind, created_at never decreases as the ID rises (records.chronology): kept by
-    # the indexer; deep pages sorted by created_at rely on it.
-    in_chain_order = models.BooleanField(default=False, db_default=False)
+    # Whether each kind's records are in chain order: created_at never decreases as the ID rises
+    # (records.chronology). Kept by the indexer; deep pages sorted by created_at rely on it.
+    bounty_in_chain_order = models.BooleanField(default=False, db_default=False)
+    submission_in_chain_order = models.BooleanField(default=False, db_default=False)
+    dispute_in_chain_order = models.BooleanField(default=False, db_default=False)
 
     class Meta:
         constraints = [

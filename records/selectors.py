@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime, timedelta
 from typing import Any, Generic, Literal, NamedTuple, TypeVar
 
 from django.conf import settings
@@ -45,6 +44,10 @@ SORT_FIELDS: dict[Resource, dict[str, str]] = {
 MAX_OFFSET = 2**63 - 1  # the database's integer; no table holds that many rows
 TOTAL_FIELDS: dict[Resource, str] = {
     "bounties": "bounty_total", "submissions": "submission_total", "disputes": "dispute_total",
+}
+CHAIN_ORDER_FIELDS: dict[Resource, str] = {
+    "bounties": "bounty_in_chain_order", "submissions": "submission_in_chain_order",
+    "disputes": "dispute_in_chain_order",
 }
 ID_FIELDS: dict[Resource, str] = {"bounties": "bounty_id", "submissions": "submission_id", "disputes": "dispute_id"}
 COUNT_FIELDS: dict[Resource, str] = {"bounties": "submission_count", "submissions": "dispute_count"}
@@ -169,7 +172,9 @@ def record_page(query: ListQuery, offset: int, limit: int) -> list[PageRow]:
     On the default (ID) order the page is read as an ID range instead of skipping `offset` rows:
     on-chain IDs run without gaps in each deployment (a reorganisation only removes the newest),
     so the position of any ID in the merged order of several deployments is arithmetic, and a
-    deep page costs what the first one does. Other orders skip rows in an index-only scan that
+    deep page costs what the first one does. So does a deep page of one deployment sorted by
+    created_at when its records are in chain order (records.chronology): that order is then
+    the ID order. Other orders skip rows in an index-only scan that
     reads just the natural keys, from the nearer end of the list, then fetch the page's rows by
     key."""
     if offset > MAX_OFFSET:
@@ -185,12 +190,10 @@ def record_page(query: ListQuery, offset: int, limit: int) -> list[PageRow]:
             return _id_range_page(query.resource, records, ranges, offset, limit, descending=query.descending)
     by_time = SORT_FIELDS[query.resource].get(query.sort) == "created_at"
     if offset >= DEFERRED_OFFSET and by_time and plain:
-        spans = _chain_order_spans(query.resource, ids)
-        if spans is not None:
-            if len(spans) == 1:  # in chain order, one deployment's created_at order is its ID order
-                ranges = [(span.low, span.high) for span in spans]
-                return _id_range_page(query.resource, records, ranges, offset, limit, descending=query.descending)
-            return _time_page(query.resource, records, spans, offset, limit, descending=query.descending)
+        ranges = _chain_order_ranges(query.resource, ids)
+        if ranges is not None and len(ranges) == 1:  # in chain order, created_at order is ID order
+            by_id_order = _filtered(query, ids).order_by(*_ordering(replace(query, sort="id"), ids))
+            return _id_range_page(query.resource, by_id_order, ranges, offset, limit, descending=query.descending)
     if offset >= DEFERRED_OFFSET:
         total = _plain_total(query, ids)
         if total is not None and offset > total - offset:  # nearer the end: skip from there, backwards
@@ -283,80 +286,11 @@ def _position(before: Callable[[int], int], offset: int, lowest: int, highest: i
     return below, offset - before(below)
 
 
-class _Span(NamedTuple):
-    """A deployment's records in chain order: its lowest and highest ID and their times (µs)."""
-
-    deployment: int
-    low: int
-    high: int
-    first: int
-    last: int
-
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_MICROSECOND = timedelta(microseconds=1)
-
-
-def _chain_order_spans(resource: Resource, ids: list[int]) -> list[_Span] | None:
-    """Each deployment's span, if every deployment's records are in chain order (records.chronology)
-    with IDs that run without gaps (None otherwise): one query."""
-    id_field = ID_FIELDS[resource]
-    mine = MODELS[resource].objects.filter(deployment_id=OuterRef("pk"))
-    first, last = mine.order_by(id_field), mine.order_by(f"-{id_field}")
-    edges = Deployment.objects.filter(pk__in=ids).values_list(
-        "pk", "in_chain_order", TOTAL_FIELDS[resource],
-        Subquery(first.values(id_field)[:1]), Subquery(last.values(id_field)[:1]),
-        Subquery(first.values("created_at")[:1]), Subquery(last.values("created_at")[:1]),
-    )
-    spans: list[_Span] = []
-    for pk, in_order, total, low, high, first_time, last_time in edges:
-        if not in_order:
-            return None
-        if low is None and high is None and not total:
-            continue  # no records: nothing to place
-        if low is None or high is None or high - low + 1 != total:
-            return None
-        spans.append(_Span(pk, low, high, (first_time - _EPOCH) // _MICROSECOND, (last_time - _EPOCH) // _MICROSECOND))
-    return spans
-
-
-def _time_page(resource: Resource, records: QuerySet[Any], spans: list[_Span], offset: int, limit: int, *,
-               descending: bool) -> list[PageRow]:
-    """The page at `offset` of records ordered by created_at, then ID, then deployment, over
-    deployments in chain order: there the records of a deployment older than a moment are those
-    below the ID of its first record from that moment on, so a bisection over time, with one
-    index probe per deployment and step, finds the moment of the row at `offset`."""
-    if not spans or offset >= sum(span.high - span.low + 1 for span in spans):
-        return []
-    model, id_field = MODELS[resource], ID_FIELDS[resource]
-
-    def before(moment: int) -> int:
-        """Rows that come before every row created at `moment` in the requested direction."""
-        at = _EPOCH + moment * _MICROSECOND
-        rows, probed = 0, []
-        for span in spans:
-            if moment > span.last:
-                rows += 0 if descending else span.high - span.low + 1
-            elif moment < span.first:
-                rows += span.high - span.low + 1 if descending else 0
-            else:
-                probed.append(span)
-        if probed:
-            mine = model.objects.filter(deployment_id=OuterRef("pk"))
-            edge = (mine.filter(created_at__lte=at).order_by("-created_at", f"-{id_field}") if descending
-                    else mine.filter(created_at__gte=at).order_by("created_at", id_field))
-            by_span = {span.deployment: span for span in probed}
-            found = Deployment.objects.filter(pk__in=list(by_span)).values_list(
-                "pk", Subquery(edge.values(id_field)[:1]))
-            for pk, key in found:  # key: the last record at or before `at` / the first at or after it
-                span = by_span[pk]
-                rows += span.high - key if descending else key - span.low
-        return rows
-
-    moment, skip = _position(before, offset, min(span.first for span in spans), max(span.last for span in spans),
-                             descending=descending)
-    bound = {"created_at__lte" if descending else "created_at__gte": _EPOCH + moment * _MICROSECOND}
-    return _page_rows(resource, records.filter(**bound)[skip : skip + limit])
+def _chain_order_ranges(resource: Resource, ids: list[int]) -> list[tuple[int, int]] | None:
+    """Each deployment's lowest and highest ID, if every deployment's records of the resource are
+    in chain order (records.chronology) and their IDs run without gaps (None otherwise)."""
+    out_of_order = Deployment.objects.filter(pk__in=ids, **{CHAIN_ORDER_FIELDS[resource]: False}).exists()
+    return None if out_of_order else _dense_id_ranges(resource, ids)
 
 
 def _deferred_page(resource: Resource, records: QuerySet[Any], offset: int, limit: int) -> list[PageRow]:

@@ -1,5 +1,5 @@
-"""Deployments remember whether their records are in chain order (records.chronology), set here
-from the records that exist."""
+"""Deployments remember whether each kind of their records is in chain order (records.chronology),
+set here from the records that exist."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ class Migration(migrations.Migration):
     dependencies = [("records", "0007_record_bodies")]
 
     operations = [
-        migrations.AddField("deployment", "in_chain_order", models.BooleanField(default=False, db_default=False)),
+        *(migrations.AddField("deployment", f"{kind}_in_chain_order", models.BooleanField(default=False, db_default=False))
+          for kind in ("bounty", "submission", "dispute")),
         migrations.RunPython(refresh, migrations.RunPython.noop, elidable=True),
     ]

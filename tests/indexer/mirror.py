@@ -113,7 +113,9 @@ def assert_mirror_equals_chain(board: Contract, deployment: Deployment) -> None:
     assert seqs == list(range(1, len(seqs) + 1)), "the change log has no gap and no repeat"
     assert SyncState.objects.get(deployment=deployment).last_seq == len(seqs)
     assert_bodies_are_current(deployment)
-    assert Deployment.objects.get(pk=deployment.pk).in_chain_order, "records are in chain order (records.chronology)"
+    flags = Deployment.objects.filter(pk=deployment.pk).values(
+        "bounty_in_chain_order", "submission_in_chain_order", "dispute_in_chain_order").get()
+    assert all(flags.values()), f"records are in chain order (records.chronology): {flags}"
 
 
 def assert_bodies_are_current(deployment: Deployment) -> None:

@@ -20,7 +20,7 @@ def test_records_whose_created_at_rises_with_the_id_are_in_chain_order() -> None
     for n in range(1, 5):  # two sharing each second
         make_bounty(deployment, bounty_id=n, created_at=T0 + timedelta(seconds=n // 2))
     refresh_in_chain_order(apps)
-    assert Deployment.objects.get(pk=deployment.pk).in_chain_order
+    assert Deployment.objects.get(pk=deployment.pk).bounty_in_chain_order
 
 
 def test_one_record_older_than_the_one_before_it_breaks_the_order() -> None:
@@ -30,5 +30,7 @@ def test_one_record_older_than_the_one_before_it_breaks_the_order() -> None:
         make_submission(bounty, submission_id=1, created_at=T0 + timedelta(seconds=5))
     make_submission(bounties[1], submission_id=2, created_at=T0)  # older than submission 1
     refresh_in_chain_order(apps)
-    assert Deployment.objects.get(pk=ordered.pk).in_chain_order
-    assert not Deployment.objects.get(pk=broken.pk).in_chain_order
+    assert Deployment.objects.get(pk=ordered.pk).submission_in_chain_order
+    broken = Deployment.objects.get(pk=broken.pk)
+    assert not broken.submission_in_chain_order
+    assert broken.bounty_in_chain_order, "each kind has its own flag"

@@ -106,7 +106,7 @@ def _in_chain_order(deployment: Deployment, ids: range, per_second: int) -> None
     for n in ids:
         make_bounty(deployment, bounty_id=n, created_at=T0 + timedelta(seconds=n // per_second),
                     bounty_amount=(n * 5) % 9)
-    Deployment.objects.filter(pk=deployment.pk).update(in_chain_order=True)
+    Deployment.objects.filter(pk=deployment.pk).update(bounty_in_chain_order=True)
 
 
 @pytest.fixture
@@ -131,28 +131,26 @@ def test_a_deep_page_by_created_at_in_chain_order_equals_the_plain_list_at_every
             assert _got(query, offset, limit) == _expected(query, offset, limit), (deployments, offset)
 
 
-def test_a_deep_page_by_created_at_finds_its_moment_instead_of_skipping_rows(
+def test_a_deep_page_of_one_deployment_in_chain_order_by_created_at_is_an_id_range_page(
         chain_ordered: list[Deployment], monkeypatch: pytest.MonkeyPatch) -> None:
-    """The page query starts at the created_at its offset lands on, so SQL skips only the rows
-    sharing that moment which come first."""
+    """In chain order a deployment's created_at order is its ID order: the page query starts at
+    the ID its offset lands on instead of skipping rows."""
     monkeypatch.setattr(selectors, "DEFERRED_OFFSET", 1)
-    query = ListQuery("bounties", ALL, sort="created_at", descending=False)
+    query = ListQuery("bounties", DeploymentFilter(chain_id=1), sort="created_at", descending=False)
     with CaptureQueriesContext(connection) as queries:
-        got = _got(query, 30, 3)
-    assert got == _expected(query, 30, 3)
+        got = _got(query, 15, 3)
+    assert got == _expected(query, 15, 3)
     page_sql = queries.captured_queries[-1]["sql"]
-    offsets = [int(n) for n in re.findall(r"OFFSET (\d+)", page_sql)]
-    assert "created_at\" >= " in page_sql and all(n < 6 for n in offsets), page_sql
+    assert "bounty_id\" >= 16" in page_sql and "OFFSET" not in page_sql, page_sql
 
 
 def test_a_deployment_out_of_chain_order_takes_the_deferred_path(
         chain_ordered: list[Deployment], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(selectors, "DEFERRED_OFFSET", 1)
     make_bounty(chain_ordered[1], bounty_id=6, created_at=T0)  # older than bounty 5 of its deployment
-    Deployment.objects.filter(pk=chain_ordered[1].pk).update(in_chain_order=False)
-    ids = [d.pk for d in chain_ordered]
-    assert selectors._chain_order_spans("bounties", ids) is None
+    Deployment.objects.filter(pk=chain_ordered[1].pk).update(bounty_in_chain_order=False)
+    assert selectors._chain_order_ranges("bounties", [chain_ordered[1].pk]) is None
     for descending in (True, False):
-        query = ListQuery("bounties", ALL, sort="created_at", descending=descending)
-        for offset in (1, 9, 20, 37):
-            assert _got(query, offset, 4) == _expected(query, offset, 4), offset
+        query = ListQuery("bounties", DeploymentFilter(chain_id=2), sort="created_at", descending=descending)
+        for offset in (1, 2, 4, 5):
+            assert _got(query, offset, 2) == _expected(query, offset, 2), offset
