@@ -6,7 +6,7 @@ these functions, and serialize what they return; no query is built anywhere else
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any, Generic, Literal, NamedTuple, TypeVar
 
@@ -182,18 +182,16 @@ def record_page(query: ListQuery, offset: int, limit: int) -> list[PageRow]:
     ids = deployment_ids(query.deployments)
     records = _filtered(query, ids).order_by(*_ordering(query, ids))
     id_field = ID_FIELDS[query.resource]
-    by_id = SORT_FIELDS[query.resource].get(query.sort, id_field) == id_field
+    key = SORT_FIELDS[query.resource].get(query.sort, id_field)
+    # In chain order (records.chronology) one deployment's created_at order is its ID order.
+    by_time_as_id = key == "created_at" and len(ids) == 1 and offset >= DEFERRED_OFFSET
     plain = bool(ids) and not query.parents and not query.q and not query.matches_nothing
-    if offset and by_id and plain:
-        ranges = _dense_id_ranges(query.resource, ids)
+    if offset and plain and (key == id_field or by_time_as_id):
+        ranges = _dense_id_ranges(query.resource, ids, in_chain_order=key != id_field)
         if ranges is not None:
-            return _id_range_page(query.resource, records, ranges, offset, limit, descending=query.descending)
-    by_time = SORT_FIELDS[query.resource].get(query.sort) == "created_at"
-    if offset >= DEFERRED_OFFSET and by_time and plain:
-        ranges = _chain_order_ranges(query.resource, ids)
-        if ranges is not None and len(ranges) == 1:  # in chain order, created_at order is ID order
-            by_id_order = _filtered(query, ids).order_by(*_ordering(replace(query, sort="id"), ids))
-            return _id_range_page(query.resource, by_id_order, ranges, offset, limit, descending=query.descending)
+            by_id = records if key == id_field else _filtered(query, ids).order_by(
+                *_ordering(replace(query, sort="id"), ids))
+            return _id_range_page(query.resource, by_id, ranges, offset, limit, descending=query.descending)
     if offset >= DEFERRED_OFFSET:
         total = _plain_total(query, ids)
         if total is not None and offset > total - offset:  # nearer the end: skip from there, backwards
@@ -226,16 +224,23 @@ def _page_rows(resource: Resource, records: QuerySet[Any]) -> list[PageRow]:
 DEFERRED_OFFSET = 1_000  # from here on, skipping whole rows costs more than a second lookup
 
 
-def _dense_id_ranges(resource: Resource, ids: list[int]) -> list[tuple[int, int]] | None:
+def _dense_id_ranges(resource: Resource, ids: list[int], *,
+                     in_chain_order: bool = False) -> list[tuple[int, int]] | None:
     """Each deployment's lowest and highest ID, if its IDs run without gaps (None otherwise):
-    one query, two index probes per deployment beside its total."""
+    one query, two index probes per deployment beside its total. With `in_chain_order`, None
+    also unless every deployment's records of the resource are in chain order."""
     id_field = ID_FIELDS[resource]
     mine = MODELS[resource].objects.filter(deployment_id=OuterRef("pk")).values(id_field)
-    edges = Deployment.objects.filter(pk__in=ids).values_list(
+    deployments = Deployment.objects.filter(pk__in=ids)
+    if in_chain_order:
+        deployments = deployments.filter(**{CHAIN_ORDER_FIELDS[resource]: True})
+    edges = list(deployments.values_list(
         TOTAL_FIELDS[resource],
         Subquery(mine.order_by(id_field)[:1]),
         Subquery(mine.order_by(f"-{id_field}")[:1]),
-    )
+    ))
+    if len(edges) != len(ids):  # a deployment left out: not in chain order
+        return None
     ranges: list[tuple[int, int]] = []
     for total, low, high in edges:
         if low is None and high is None and not total:
@@ -261,36 +266,21 @@ def _id_range_page(resource: Resource, records: QuerySet[Any], ranges: list[tupl
             return sum(max(0, high - max(edge, low - 1)) for low, high in ranges)
         return sum(max(0, min(edge, high + 1) - low) for low, high in ranges)
 
-    # The ID of the row at `offset`; the rows before it with the same ID are other deployments'.
-    edge, skip = _position(before, offset, min(low for low, _ in ranges), max(high for _, high in ranges),
-                           descending=descending)
-    id_field = ID_FIELDS[resource]
-    bound = {f"{id_field}__lte" if descending else f"{id_field}__gte": edge}
-    return _page_rows(resource, records.filter(**bound)[skip : skip + limit])
-
-
-def _position(before: Callable[[int], int], offset: int, lowest: int, highest: int, *,
-              descending: bool) -> tuple[int, int]:
-    """The sort value of the row at `offset`, and how many rows with that same value come before
-    it, by bisection over [lowest, highest]: `before(v)` counts the rows that come before every
-    row with value v (it rises with v in ascending order and falls in descending order)."""
+    lowest, highest = min(low for low, _ in ranges), max(high for _, high in ranges)
+    # The ID of the row at `offset` is the one whose rows start at or before it and end after it.
     below, above = lowest, highest
-    if descending:  # the lowest value with before <= offset
+    if descending:  # before() falls as the ID rises: the lowest ID with before <= offset
         while below < above:
             middle = (below + above) // 2
             below, above = (below, middle) if before(middle) <= offset else (middle + 1, above)
-    else:  # the highest value with before <= offset
+    else:  # before() rises with the ID: the highest ID with before <= offset
         while below < above:
             middle = (below + above + 1) // 2
             below, above = (middle, above) if before(middle) <= offset else (below, middle - 1)
-    return below, offset - before(below)
-
-
-def _chain_order_ranges(resource: Resource, ids: list[int]) -> list[tuple[int, int]] | None:
-    """Each deployment's lowest and highest ID, if every deployment's records of the resource are
-    in chain order (records.chronology) and their IDs run without gaps (None otherwise)."""
-    out_of_order = Deployment.objects.filter(pk__in=ids, **{CHAIN_ORDER_FIELDS[resource]: False}).exists()
-    return None if out_of_order else _dense_id_ranges(resource, ids)
+    skip = offset - before(below)  # rows of other deployments with the same ID that come first
+    id_field = ID_FIELDS[resource]
+    edge = {f"{id_field}__lte" if descending else f"{id_field}__gte": below}
+    return _page_rows(resource, records.filter(**edge)[skip : skip + limit])
 
 
 def _deferred_page(resource: Resource, records: QuerySet[Any], offset: int, limit: int) -> list[PageRow]:

@@ -149,7 +149,7 @@ def test_a_deployment_out_of_chain_order_takes_the_deferred_path(
     monkeypatch.setattr(selectors, "DEFERRED_OFFSET", 1)
     make_bounty(chain_ordered[1], bounty_id=6, created_at=T0)  # older than bounty 5 of its deployment
     Deployment.objects.filter(pk=chain_ordered[1].pk).update(bounty_in_chain_order=False)
-    assert selectors._chain_order_ranges("bounties", [chain_ordered[1].pk]) is None
+    assert selectors._dense_id_ranges("bounties", [chain_ordered[1].pk], in_chain_order=True) is None
     for descending in (True, False):
         query = ListQuery("bounties", DeploymentFilter(chain_id=2), sort="created_at", descending=descending)
         for offset in (1, 2, 4, 5):
