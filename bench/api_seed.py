@@ -43,7 +43,7 @@ import orjson
 import psycopg
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
-SEED_VERSION = 3  # bump when the generated rows change, to invalidate seeded databases
+SEED_VERSION = 4  # bump when the generated rows change, to invalidate seeded databases
 PG_DSN = "host=127.0.0.1 port=5432 user=postgres"
 DEFAULT_DB = "bench_api"
 
@@ -226,9 +226,9 @@ def submission_rows(gen: Gen, deployment_id: int, deployment: tuple[int, str], s
     submission_id = 0
     for bounty_index, n in enumerate(sub_counts):
         bounty_id = bounty_index + 1
-        for _ in range(n):
+        for nth in range(n):
             submission_id += 1
-            created = bounty_id * 30 + 25 + rng.random() * 3_000
+            created = bounty_id * 30 + 21 + nth * 2 + rng.random()  # rises with the ID, as on a chain
             status = rng.choice(SUBMISSION_STATUSES)
             tile, claimant = gen.address(actors), gen.address(actors)
             uri, metadata_hash, tx_hash = gen.data_uri(), gen.hex32(), gen.hex32()
@@ -255,11 +255,13 @@ def dispute_rows(gen: Gen, deployment_id: int, deployment: tuple[int, str], sub_
     submission_id = dispute_id = 0
     for bounty_index, n in enumerate(sub_counts):
         bounty_id = bounty_index + 1
+        nth = 0
         for _ in range(n):
             submission_id += 1
             for _ in range(dispute_counts[submission_id - 1]):
                 dispute_id += 1
-                created = bounty_id * 30 + 3_100 + rng.random() * 3_000
+                created = bounty_id * 30 + 27 + nth * 0.4 + rng.random() * 0.3  # rises with the ID
+                nth += 1
                 status = rng.choice(DISPUTE_STATUSES)
                 challenger = gen.address(actors)
                 uri, metadata_hash, tx_hash = gen.data_uri(), gen.hex32(), gen.hex32()

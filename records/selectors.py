@@ -6,14 +6,18 @@ these functions, and serialize what they return; no query is built anywhere else
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import operator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
+from functools import reduce
 from typing import Any, Generic, Literal, NamedTuple, TypeVar
 
 from django.conf import settings
-from django.db.models import OuterRef, QuerySet, Subquery
+from django.db.models import OuterRef, Q, QuerySet, Subquery
 
 from indexer.models import SyncState
+from records.merged_order import Key, page_elements
 from records.models import Bounty, Deployment, Dispute, Submission
 from records.search import matching, search_term
 
@@ -172,26 +176,29 @@ def record_page(query: ListQuery, offset: int, limit: int) -> list[PageRow]:
     On the default (ID) order the page is read as an ID range instead of skipping `offset` rows:
     on-chain IDs run without gaps in each deployment (a reorganisation only removes the newest),
     so the position of any ID in the merged order of several deployments is arithmetic, and a
-    deep page costs what the first one does. So does a deep page of one deployment sorted by
-    created_at when its records are in chain order (records.chronology): that order is then
-    the ID order. Other orders skip rows in an index-only scan that
-    reads just the natural keys, from the nearer end of the list, then fetch the page's rows by
-    key."""
+    deep page costs what the first one does. A deep page sorted by created_at over deployments
+    whose records are in chain order (records.chronology) is found from IDs too: one deployment's
+    created_at order is then its ID order, and several deployments' is a merge of those
+    (records.merged_order). Other orders skip rows in an index-only scan that reads just the
+    natural keys, from the nearer end of the list, then fetch the page's rows by key."""
     if offset > MAX_OFFSET:
         return []
     ids = deployment_ids(query.deployments)
     records = _filtered(query, ids).order_by(*_ordering(query, ids))
     id_field = ID_FIELDS[query.resource]
     key = SORT_FIELDS[query.resource].get(query.sort, id_field)
-    # In chain order (records.chronology) one deployment's created_at order is its ID order.
-    by_time_as_id = key == "created_at" and len(ids) == 1 and offset >= DEFERRED_OFFSET
     plain = bool(ids) and not query.parents and not query.q and not query.matches_nothing
-    if offset and plain and (key == id_field or by_time_as_id):
+    by_time = key == "created_at" and offset >= DEFERRED_OFFSET
+    if offset and plain and (key == id_field or by_time):
         ranges = _dense_id_ranges(query.resource, ids, in_chain_order=key != id_field)
-        if ranges is not None:
+        if ranges is not None and (key == id_field or len(ids) == 1):
             by_id = records if key == id_field else _filtered(query, ids).order_by(
                 *_ordering(replace(query, sort="id"), ids))
             return _id_range_page(query.resource, by_id, ranges, offset, limit, descending=query.descending)
+        if ranges is not None:
+            page = _merged_time_page(query.resource, ranges, offset, limit, descending=query.descending)
+            if page is not None:
+                return page
     if offset >= DEFERRED_OFFSET:
         total = _plain_total(query, ids)
         if total is not None and offset > total - offset:  # nearer the end: skip from there, backwards
@@ -221,11 +228,19 @@ def _page_rows(resource: Resource, records: QuerySet[Any]) -> list[PageRow]:
     return [PageRow(*row) for row in records.values_list("body", count)]
 
 
+EPOCH, MICROSECOND = datetime(1970, 1, 1, tzinfo=UTC), timedelta(microseconds=1)
 DEFERRED_OFFSET = 1_000  # from here on, skipping whole rows costs more than a second lookup
 
 
-def _dense_id_ranges(resource: Resource, ids: list[int], *,
-                     in_chain_order: bool = False) -> list[tuple[int, int]] | None:
+class IdRange(NamedTuple):
+    """A deployment's records of a kind, whose IDs run from `low` to `high` without gaps."""
+
+    deployment: int
+    low: int
+    high: int
+
+
+def _dense_id_ranges(resource: Resource, ids: list[int], *, in_chain_order: bool = False) -> list[IdRange] | None:
     """Each deployment's lowest and highest ID, if its IDs run without gaps (None otherwise):
     one query, two index probes per deployment beside its total. With `in_chain_order`, None
     also unless every deployment's records of the resource are in chain order."""
@@ -234,39 +249,40 @@ def _dense_id_ranges(resource: Resource, ids: list[int], *,
     deployments = Deployment.objects.filter(pk__in=ids)
     if in_chain_order:
         deployments = deployments.filter(**{CHAIN_ORDER_FIELDS[resource]: True})
-    edges = list(deployments.values_list(
+    edges = list(deployments.order_by("pk").values_list(
+        "pk",
         TOTAL_FIELDS[resource],
         Subquery(mine.order_by(id_field)[:1]),
         Subquery(mine.order_by(f"-{id_field}")[:1]),
     ))
     if len(edges) != len(ids):  # a deployment left out: not in chain order
         return None
-    ranges: list[tuple[int, int]] = []
-    for total, low, high in edges:
+    ranges: list[IdRange] = []
+    for deployment, total, low, high in edges:
         if low is None and high is None and not total:
             continue  # no records: nothing to place
         if low is None or high is None or high - low + 1 != total:
             return None
-        ranges.append((low, high))
+        ranges.append(IdRange(deployment, low, high))
     return ranges
 
 
-def _id_range_page(resource: Resource, records: QuerySet[Any], ranges: list[tuple[int, int]], offset: int,
+def _id_range_page(resource: Resource, records: QuerySet[Any], ranges: list[IdRange], offset: int,
                    limit: int, *, descending: bool) -> list[PageRow]:
     """The page at `offset` of records ordered by ID, then deployment, over dense ID ranges.
 
     Finds the ID at that position by bisection over the arithmetic count of rows before an ID;
     the page then starts at that ID, less the few deployments sharing it that come earlier."""
-    if not ranges or offset >= sum(high - low + 1 for low, high in ranges):
+    if not ranges or offset >= sum(high - low + 1 for _, low, high in ranges):
         return []
 
     def before(edge: int) -> int:
         """Rows that come before every row with ID `edge` in the requested direction."""
         if descending:
-            return sum(max(0, high - max(edge, low - 1)) for low, high in ranges)
-        return sum(max(0, min(edge, high + 1) - low) for low, high in ranges)
+            return sum(max(0, high - max(edge, low - 1)) for _, low, high in ranges)
+        return sum(max(0, min(edge, high + 1) - low) for _, low, high in ranges)
 
-    lowest, highest = min(low for low, _ in ranges), max(high for _, high in ranges)
+    lowest, highest = min(r.low for r in ranges), max(r.high for r in ranges)
     # The ID of the row at `offset` is the one whose rows start at or before it and end after it.
     below, above = lowest, highest
     if descending:  # before() falls as the ID rises: the lowest ID with before <= offset
@@ -283,13 +299,57 @@ def _id_range_page(resource: Resource, records: QuerySet[Any], ranges: list[tupl
     return _page_rows(resource, records.filter(**edge)[skip : skip + limit])
 
 
+def _merged_time_page(resource: Resource, ranges: list[IdRange], offset: int, limit: int, *,
+                      descending: bool) -> list[PageRow] | None:
+    """A deep page sorted by created_at over several deployments in chain order. Each
+    deployment's records are then sorted by (created_at, ID) in ID order, and the list is their
+    merge: records.merged_order finds the page from keys read by ID, a few hundred index probes
+    per read. None if the records changed under the reads."""
+    model, id_field = MODELS[resource], ID_FIELDS[resource]
+    sign = -1 if descending else 1  # merged_order runs ascending: descending keys are negated
+
+    def id_at(edges: IdRange, position: int) -> int:
+        return edges.high - position if descending else edges.low + position
+
+    def keys_at(windows: Sequence[range]) -> list[list[Key]] | None:
+        wanted = [
+            Q(deployment_id=edges.deployment, **(
+                {f"{id_field}__range": sorted((id_at(edges, window[0]), id_at(edges, window[-1])))}
+                if window.step == 1 else {f"{id_field}__in": [id_at(edges, p) for p in window]}))
+            for edges, window in zip(ranges, windows, strict=True) if window
+        ]
+        found = {(deployment, n): created for deployment, n, created in model.objects.filter(
+            reduce(operator.or_, wanted)).values_list("deployment_id", id_field, "created_at")} if wanted else {}
+        keys: list[list[Key]] = []
+        for edges, window in zip(ranges, windows, strict=True):
+            keys.append([])
+            for position in window:
+                n = id_at(edges, position)
+                created = found.get((edges.deployment, n))
+                if created is None:
+                    return None
+                keys[-1].append((sign * ((created - EPOCH) // MICROSECOND), sign * n, sign * edges.deployment))
+        return keys
+
+    elements = page_elements([high - low + 1 for _, low, high in ranges], offset, limit, keys_at)
+    if elements is None:
+        return None
+    return _rows_by_key(resource, [(ranges[e.sequence].deployment, id_at(ranges[e.sequence], e.position))
+                                   for e in elements])
+
+
 def _deferred_page(resource: Resource, records: QuerySet[Any], offset: int, limit: int) -> list[PageRow]:
     """A deep page of any order: the natural keys of the page from an index-only scan (the sort
     indexes end in the ID and the deployment), then those rows."""
     id_field = ID_FIELDS[resource]
-    keys = list(records.values_list("deployment_id", id_field)[offset : offset + limit])
+    return _rows_by_key(resource, list(records.values_list("deployment_id", id_field)[offset : offset + limit]))
+
+
+def _rows_by_key(resource: Resource, keys: list[tuple[int, int]]) -> list[PageRow]:
+    """The rows of the given (deployment, ID) keys, in their order."""
     if not keys:
         return []
+    id_field = ID_FIELDS[resource]
     count = COUNT_FIELDS.get(resource)
     rows = MODELS[resource].objects.filter(
         deployment_id__in={d for d, _ in keys}, **{f"{id_field}__in": {i for _, i in keys}},

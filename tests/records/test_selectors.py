@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from django.db import connection
+from django.db.models import F
 from django.test.utils import CaptureQueriesContext
 
-from records import selectors
-from records.models import Deployment
+from records import merged_order, selectors
+from records.models import Bounty, Deployment
 from records.selectors import DeploymentFilter, ListQuery, PageRow, record_list, record_page
 from tests.factories import T0, make_bounty, make_deployment
 
@@ -64,7 +66,8 @@ def test_an_id_range_page_reads_the_rows_at_its_offset_without_skipping_them(den
     """The page query starts at the ID the offset lands on, so SQL skips fewer rows than there are
     deployments (those sharing that ID that come first)."""
     query = ListQuery("bounties", ALL)
-    assert selectors._dense_id_ranges("bounties", [d.pk for d in dense]) == [(1, 23), (1, 5), (10, 18)]
+    ranges = selectors._dense_id_ranges("bounties", [d.pk for d in dense]) or []
+    assert [(r.low, r.high) for r in ranges] == [(1, 23), (1, 5), (10, 18)]
     with CaptureQueriesContext(connection) as queries:
         got = _got(query, 30, 3)
     assert got == _expected(query, 30, 3)
@@ -154,3 +157,54 @@ def test_a_deployment_out_of_chain_order_takes_the_deferred_path(
         query = ListQuery("bounties", DeploymentFilter(chain_id=2), sort="created_at", descending=descending)
         for offset in (1, 2, 4, 5):
             assert _got(query, offset, 2) == _expected(query, offset, 2), offset
+
+
+@pytest.mark.parametrize("descending", [True, False], ids=["desc", "asc"])
+def test_a_deep_page_by_created_at_across_deployments_in_sampling_rounds_equals_the_plain_list(
+        chain_ordered: list[Deployment], monkeypatch: pytest.MonkeyPatch, descending: bool) -> None:
+    """Rounds of a few samples each (records.merged_order) before the keys are read whole."""
+    monkeypatch.setattr(selectors, "DEFERRED_OFFSET", 1)
+    monkeypatch.setattr(merged_order, "SAMPLES", 3)
+    monkeypatch.setattr(merged_order, "MIN_SAMPLES", 2)
+    monkeypatch.setattr(merged_order, "WHOLE_KEYS", 4)
+    query = ListQuery("bounties", ALL, sort="created_at", descending=descending)
+    for offset in range(1, 40):
+        with CaptureQueriesContext(connection) as queries:
+            got = _got(query, offset, 2)
+        assert got == _expected(query, offset, 2), offset
+        assert not any("OFFSET" in q["sql"] for q in queries.captured_queries), offset
+
+
+def test_a_deep_page_by_created_at_across_deployments_reads_keys_by_id_not_by_skipping(
+        chain_ordered: list[Deployment], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(selectors, "DEFERRED_OFFSET", 1)
+    query = ListQuery("bounties", ALL, sort="created_at")
+    with CaptureQueriesContext(connection) as queries:
+        got = _got(query, 20, 3)
+    assert got == _expected(query, 20, 3)
+    # deployments, their ID ranges, the keys of the windows (here: all of them), the page's rows
+    assert len(queries.captured_queries) == 4
+    assert "BETWEEN" in queries.captured_queries[2]["sql"] and "OFFSET" not in queries.captured_queries[2]["sql"]
+
+
+def test_a_record_gone_under_the_reads_gives_the_page_of_the_records_there(
+        chain_ordered: list[Deployment], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A record goes (as in a reorganisation) after the ID ranges are read and before the keys
+    are: keys read by ID then miss it, and the page is read by skipping, as the list now is."""
+    monkeypatch.setattr(selectors, "DEFERRED_OFFSET", 1)
+    ranges_then = selectors._dense_id_ranges
+
+    def ranges_then_reorganised(*args: Any, **kwargs: Any) -> list[selectors.IdRange] | None:
+        ranges = ranges_then(*args, **kwargs)
+        newest = Bounty.objects.filter(deployment=chain_ordered[0]).order_by("-bounty_id")[0]
+        newest.delete()
+        Deployment.objects.filter(pk=chain_ordered[0].pk).update(bounty_total=F("bounty_total") - 1)
+        return ranges
+
+    monkeypatch.setattr(selectors, "_dense_id_ranges", ranges_then_reorganised)
+    for descending in (True, False):
+        query = ListQuery("bounties", ALL, sort="created_at", descending=descending)
+        with CaptureQueriesContext(connection) as queries:
+            got = _got(query, 20, 3)
+        assert got == _expected(query, 20, 3), descending
+        assert "OFFSET" in queries.captured_queries[-2]["sql"]  # the skip that reads the page's keys
