@@ -9,9 +9,18 @@ ID (records.selectors)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from django.db import connections
+from django.db import connections, models
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.models.sql.compiler import SQLCompiler
+
+if TYPE_CHECKING:
+    from django.db.models.sql.compiler import _AsSqlType
+
+    _Condition = models.Lookup[bool]
+else:
+    _Condition = models.Lookup
 
 # (model name, ID field, flag) of each record kind
 KINDS = (("Bounty", "bounty_id", "bounty_in_chain_order"), ("Submission", "submission_id", "submission_in_chain_order"),
@@ -41,3 +50,42 @@ def refresh_in_chain_order(apps: Any, using: str = "default") -> None:
         flags = {flag: not out_of_order(apps.get_model("records", name), id_field, deployment.pk, using)
                  for name, id_field, flag in KINDS}
         deployments.objects.using(using).filter(pk=deployment.pk).update(**flags)
+
+
+class EpochMicroseconds(models.Func):
+    """A datetime column as whole microseconds since 1970 (UTC): exact, ordered as the column is,
+    and cheaper to read than a datetime when many are compared and none is shown."""
+
+    output_field = models.BigIntegerField()
+
+    def as_postgresql(self, compiler: SQLCompiler, connection: BaseDatabaseWrapper,
+                      **extra: Any) -> _AsSqlType:
+        # EXTRACT gives an exact numeric (PostgreSQL 14 and later)
+        return self.as_sql(compiler, connection, template="(EXTRACT(EPOCH FROM %(expressions)s) * 1000000)::bigint",
+                           **extra)
+
+    def as_sqlite(self, compiler: SQLCompiler, connection: BaseDatabaseWrapper,
+                  **extra: Any) -> _AsSqlType:
+        # Django stores UTC as 'YYYY-MM-DD HH:MM:SS' and, unless zero, '.ffffff' (six digits)
+        template = ("(CAST(strftime('%%%%s', substr(%(expressions)s, 1, 19)) AS INTEGER) * 1000000"
+                    " + CAST(substr(%(expressions)s, 21, 6) AS INTEGER))")
+        return self.as_sql(compiler, connection, template=template, **extra)
+
+
+class AnyOf(_Condition):
+    """`AnyOf(F("bounty_id"), [ids])`: one array parameter on PostgreSQL (`= ANY(%s)`) rather
+    than a placeholder per value, which Django and psycopg would each process one by one."""
+
+    lookup_name = "any_of"
+    prepare_rhs = False
+
+    def get_prep_lookup(self) -> list[int]:
+        return [int(value) for value in self.rhs]
+
+    def as_sql(self, compiler: SQLCompiler, connection: BaseDatabaseWrapper) -> _AsSqlType:
+        lhs, params = self.process_lhs(compiler, connection)
+        return f"{lhs} IN ({', '.join(['%s'] * len(self.rhs))})", (*params, *self.rhs)
+
+    def as_postgresql(self, compiler: SQLCompiler, connection: BaseDatabaseWrapper) -> _AsSqlType:
+        lhs, params = self.process_lhs(compiler, connection)
+        return f"{lhs} = ANY(%s)", (*params, self.rhs)

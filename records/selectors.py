@@ -9,14 +9,14 @@ from __future__ import annotations
 import operator
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime, timedelta
 from functools import reduce
 from typing import Any, Generic, Literal, NamedTuple, TypeVar
 
 from django.conf import settings
-from django.db.models import OuterRef, Q, QuerySet, Subquery
+from django.db.models import F, OuterRef, Q, QuerySet, Subquery
 
 from indexer.models import SyncState
+from records.chronology import AnyOf, EpochMicroseconds
 from records.merged_order import Key, page_elements
 from records.models import Bounty, Deployment, Dispute, Submission
 from records.search import matching, search_term
@@ -228,7 +228,6 @@ def _page_rows(resource: Resource, records: QuerySet[Any]) -> list[PageRow]:
     return [PageRow(*row) for row in records.values_list("body", count)]
 
 
-EPOCH, MICROSECOND = datetime(1970, 1, 1, tzinfo=UTC), timedelta(microseconds=1)
 DEFERRED_OFFSET = 1_000  # from here on, skipping whole rows costs more than a second lookup
 
 
@@ -311,15 +310,17 @@ def _merged_time_page(resource: Resource, ranges: list[IdRange], offset: int, li
     def id_at(edges: IdRange, position: int) -> int:
         return edges.high - position if descending else edges.low + position
 
+    def ids_in(edges: IdRange, window: range) -> Q:
+        if window.step == 1:  # a whole window: one index range
+            ends = sorted((id_at(edges, window[0]), id_at(edges, window[-1])))
+            return Q(deployment_id=edges.deployment, **{f"{id_field}__range": ends})
+        return Q(AnyOf(F(id_field), [id_at(edges, p) for p in window]), deployment_id=edges.deployment)
+
     def keys_at(windows: Sequence[range]) -> list[list[Key]] | None:
-        wanted = [
-            Q(deployment_id=edges.deployment, **(
-                {f"{id_field}__range": sorted((id_at(edges, window[0]), id_at(edges, window[-1])))}
-                if window.step == 1 else {f"{id_field}__in": [id_at(edges, p) for p in window]}))
-            for edges, window in zip(ranges, windows, strict=True) if window
-        ]
+        wanted = [ids_in(edges, window) for edges, window in zip(ranges, windows, strict=True) if window]
         found = {(deployment, n): created for deployment, n, created in model.objects.filter(
-            reduce(operator.or_, wanted)).values_list("deployment_id", id_field, "created_at")} if wanted else {}
+            reduce(operator.or_, wanted)).values_list("deployment_id", id_field, EpochMicroseconds("created_at"))
+        } if wanted else {}
         keys: list[list[Key]] = []
         for edges, window in zip(ranges, windows, strict=True):
             keys.append([])
@@ -328,7 +329,7 @@ def _merged_time_page(resource: Resource, ranges: list[IdRange], offset: int, li
                 created = found.get((edges.deployment, n))
                 if created is None:
                     return None
-                keys[-1].append((sign * ((created - EPOCH) // MICROSECOND), sign * n, sign * edges.deployment))
+                keys[-1].append((sign * created, sign * n, sign * edges.deployment))
         return keys
 
     elements = page_elements([high - low + 1 for _, low, high in ranges], offset, limit, keys_at)
