@@ -99,7 +99,8 @@ def test_a_sequence_changed_under_the_reads_gives_none(small_rounds: None) -> No
     assert page_elements([30, 30], 31, 2, shrinking) is None
 
 
-def test_a_merge_needing_more_rounds_than_the_bound_gives_none(small_rounds: None, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_merge_needing_more_rounds_than_the_bound_gives_none(small_rounds: None,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     """A bound on the rounds rather than a loop: the caller then reads the page another way."""
     monkeypatch.setattr(merged_order, "MAX_ROUNDS", 1)
     sequences = _sequences([30, 30], "interleaved", random.Random(2))
