@@ -1,4 +1,4 @@
-"""Django's Redis cache, keeping one redis-py client per connection pool.
+"""Django's Redis cache, keeping one redis-py client per connection pool, with a one-trip counter.
 
 Django builds a new `redis.Redis` for every cache call, and its constructor copies redis-py's
 table of response callbacks (about 170 entries): a tenth of a millisecond on each of the API's
@@ -31,3 +31,15 @@ class RedisCache(DjangoRedisCache):
     def __init__(self, server: str, params: dict[str, Any]) -> None:
         super().__init__(server, params)
         self._class = _ClientPerPool
+
+    def count(self, key: str, timeout: int) -> int:
+        """Adds one to the counter at `key`, which starts at zero with `timeout` seconds to live
+        if it is not there: SET NX EX and INCR in one MULTI, so one round trip, and the counter
+        never outlives its window (Django's add then incr takes two trips, and an incr right
+        after the key expired would make one without a timeout)."""
+        key = self.make_and_validate_key(key)
+        client = self._cache.get_client(key, write=True)
+        with client.pipeline(transaction=True) as pipe:
+            pipe.set(key, 0, ex=timeout, nx=True)
+            pipe.incr(key)
+            return int(pipe.execute()[1])

@@ -15,8 +15,10 @@ import time
 from collections.abc import Callable
 
 from django.conf import settings
-from django.core.cache import cache
+from django.core.cache import cache, caches
 from django.http import HttpRequest, HttpResponseBase, JsonResponse
+
+from bountysite.cache import RedisCache
 
 EXEMPT_PATHS = frozenset({"/health"})
 
@@ -41,6 +43,20 @@ def client_address(request: HttpRequest) -> str:
     return hops[0] if hops else peer
 
 
+def _count(key: str, timeout: int) -> int:
+    """This request's number in its client's window."""
+    shared = caches["default"]
+    if isinstance(shared, RedisCache):
+        return shared.count(key, timeout)
+    if cache.add(key, 1, timeout=timeout):  # a process-local cache: no other process counts
+        return 1
+    try:
+        return cache.incr(key)
+    except ValueError:  # expired between add and incr
+        cache.add(key, 1, timeout=timeout)
+        return 1
+
+
 class RateLimitMiddleware:
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponseBase]) -> None:
         self.get_response = get_response
@@ -53,15 +69,7 @@ class RateLimitMiddleware:
         now = time.time()
         window_start = int(now // window) * window
         reset = window_start + window
-        key = f"ratelimit:{client_address(request)}:{window_start}"
-        if cache.add(key, 1, timeout=window + 1):
-            count = 1
-        else:
-            try:
-                count = cache.incr(key)
-            except ValueError:  # expired between add and incr
-                cache.add(key, 1, timeout=window + 1)
-                count = 1
+        count = _count(f"ratelimit:{client_address(request)}:{window_start}", timeout=window + 1)
         if count > limit:
             response: HttpResponseBase = JsonResponse(
                 {"detail": f"rate limit of {limit} requests per {window} s exceeded"}, status=429

@@ -4,14 +4,10 @@ sharing the test database, and real `websockets` clients."""
 from __future__ import annotations
 
 import json
-import signal
-import socket
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,51 +15,13 @@ from django.core.cache import cache
 from django.db import transaction
 from websockets.sync.client import ClientConnection, connect
 
-from contracts.devchain import free_port
 from indexer.models import ChangeLogEntry, SyncState
 from records import live
 from records.models import Bounty, Deployment
 from tests.chain import Chain
 from tests.factories import make_bounty, make_deployment
 from tests.indexer.conftest import process_env
-
-PROJECT_DIR = Path(__file__).resolve().parent.parent.parent
-DAPHNE = str(Path(sys.executable).parent / "daphne")
-
-
-@dataclass
-class Server:
-    process: subprocess.Popen[bytes]
-    port: int
-
-    def url(self, query: str = "") -> str:
-        return f"ws://127.0.0.1:{self.port}/ws/events{query}"
-
-
-def start_daphne(env: dict[str, str], application: str = "bountysite.asgi:application") -> Server:
-    port = free_port()
-    process = subprocess.Popen([DAPHNE, "-b", "127.0.0.1", "-p", str(port), application], cwd=PROJECT_DIR,
-                               env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise AssertionError(f"daphne exited: {process.stderr.read().decode() if process.stderr else ''}")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return Server(process, port)
-        except OSError:
-            time.sleep(0.05)
-    raise AssertionError("daphne did not start listening")
-
-
-def stop(process: subprocess.Popen[Any]) -> None:
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+from tests.servers import PROJECT_DIR, Server, start_daphne, stop
 
 
 @pytest.fixture

@@ -8,7 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.websocket.conftest import Server, close_code, open_client, start_daphne, stop
+from tests.servers import Server, start_daphne, stop
+from tests.websocket.conftest import close_code, open_client
 
 
 @pytest.fixture(scope="module")

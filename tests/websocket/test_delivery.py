@@ -13,7 +13,8 @@ from indexer.models import ChangeLogEntry
 from records.models import Deployment
 from records.representation import bounty_json
 from tests.factories import make_bounty
-from tests.websocket.conftest import Server, commit_change, open_client, receive, receive_n
+from tests.servers import Server
+from tests.websocket.conftest import commit_change, open_client, receive, receive_n
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -16,7 +16,8 @@ from records.models import Bounty, Deployment, Dispute, Submission
 from records.representation import bounty_json, dispute_json, submission_json
 from tests.chain import Chain
 from tests.indexer.conftest import config_for, index_to_head
-from tests.websocket.conftest import Server, commit_change, many_bounties, open_client, receive, receive_n
+from tests.servers import Server
+from tests.websocket.conftest import commit_change, many_bounties, open_client, receive, receive_n
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

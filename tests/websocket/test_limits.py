@@ -15,7 +15,8 @@ from websockets.sync.client import ClientConnection
 
 from indexer.models import SyncState
 from records.models import Deployment
-from tests.websocket.conftest import Server, close_code, commit_change, open_client, receive
+from tests.servers import Server
+from tests.websocket.conftest import close_code, commit_change, open_client, receive
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
