@@ -1,14 +1,15 @@
 from django.contrib import admin
 from django.urls import include, path, re_path
-from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView
 
+from records.api.docs import redoc, swagger_ui
 from records.api.errors import not_found
 
 urlpatterns = [
     path("", include("records.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
-    path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
-    path("api/redoc/", SpectacularRedocView.as_view(url_name="schema"), name="redoc"),
+    path("api/docs/", swagger_ui(), name="swagger-ui"),
+    path("api/redoc/", redoc(), name="redoc"),
     path("admin/", admin.site.urls),
     # Unknown routes answer JSON in every mode (DEBUG's HTML 404 page included); the admin and
     # static files keep Django's own handling (the slash redirect, the admin's 404s).

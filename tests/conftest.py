@@ -1,18 +1,25 @@
-"""Fixtures shared by the whole suite: a real anvil chain with the reference contracts."""
+"""Fixtures shared by the whole suite: a real anvil chain with the reference contracts, and a real
+browser (Debian's Chromium driven by Playwright)."""
 
 from __future__ import annotations
 
 import re
+import shutil
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from django.core.cache import cache
 from django.db import connections
+from playwright.sync_api import Browser, sync_playwright
 from web3 import Web3
 
 from contracts.devchain import Anvil, DevDeployment, deploy_reference_contracts, free_port
 from tests.chain import Chain
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
 
 @pytest.fixture(scope="session")
@@ -72,3 +79,14 @@ def django_db_setup(django_db_setup: None, django_db_blocker: Any) -> Iterator[N
             close_pool = getattr(connection, "close_pool", None)
             if close_pool is not None:
                 close_pool()
+
+
+@pytest.fixture
+def browser(django_db_setup: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[Browser]:
+    # Playwright's sync API runs an event loop in this thread, which makes Django refuse its
+    # (still synchronous) ORM calls here unless told that this is fine.
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    with sync_playwright() as playwright:
+        instance = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS)
+        yield instance
+        instance.close()

@@ -10,13 +10,11 @@ Screenshots for a person to look at go to var/screenshots/.
 
 from __future__ import annotations
 
-import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import User
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Page, expect
 
 from contracts.demo import seed_demo_activity
 from indexer.sync import Indexer
@@ -27,9 +25,6 @@ from tests.chain import Chain
 from tests.indexer.conftest import config_for, index_to_head
 
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "var" / "screenshots"
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 WALLET = """
 window.ethereum = {
   isTestWallet: true,
@@ -48,17 +43,6 @@ window.ethereum = {
 """
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def browser(django_db_setup: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[Browser]:
-    # Playwright's sync API runs an event loop in this thread, which makes Django refuse its
-    # (still synchronous) ORM calls here unless told that this is fine.
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    with sync_playwright() as playwright:
-        instance = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS)
-        yield instance
-        instance.close()
 
 
 def shot(page: Page, name: str) -> None:

@@ -1,0 +1,89 @@
+"""The OpenAPI schema at /api/schema/: valid OpenAPI 3, and true to the routes, their parameters,
+both list shapes, every error and the rate-limit headers. (test_schemathesis.py checks the
+answers against it; test_docs_in_a_browser.py the Swagger UI and Redoc pages.)"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from django.test import Client
+from drf_spectacular.validation import validate_schema
+
+from records.api.params import PARENT_FILTERS
+from records.selectors import SORT_FIELDS
+
+RECORD_ROUTES = {
+    f"/{resource}{suffix}"
+    for resource in ("bounties", "submissions", "disputes") for suffix in ("", "/{record_id}", "/{record_id}/overview")
+}
+RATE_HEADERS = {"X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset"}
+
+
+@pytest.fixture
+def schema(api: Client) -> dict[str, Any]:
+    response = api.get("/api/schema/?format=json")
+    assert response.status_code == 200
+    document: dict[str, Any] = json.loads(response.content)
+    return document
+
+
+def _resolve(schema: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
+    while "$ref" in node:
+        node = schema["components"]["schemas"][node["$ref"].rsplit("/", 1)[1]]
+    return node
+
+
+def test_the_schema_is_valid_openapi_3(schema: dict[str, Any]) -> None:
+    assert schema["openapi"].startswith("3.")
+    validate_schema(schema)  # drf-spectacular's check against the OpenAPI 3.0 meta-schema; raises if invalid
+
+
+def test_it_documents_every_read_route_and_only_get(schema: dict[str, Any]) -> None:
+    assert set(schema["paths"]) == RECORD_ROUTES | {"/health"}
+    for path, operations in schema["paths"].items():
+        assert set(operations) - {"parameters"} == {"get"}, path
+
+
+@pytest.mark.parametrize("resource", ["bounties", "submissions", "disputes"])
+def test_a_list_is_documented_as_an_array_or_a_page_object(schema: dict[str, Any], resource: str) -> None:
+    ok = schema["paths"][f"/{resource}"]["get"]["responses"]["200"]["content"]["application/json"]["schema"]
+    shapes = _resolve(schema, ok)["oneOf"]
+    array = next(shape for shape in shapes if shape.get("type") == "array")
+    page = _resolve(schema, next(shape for shape in shapes if shape is not array))
+    assert set(page["properties"]) == {"items", "total", "limit", "cursor", "next_cursor"}
+    assert set(page["required"]) == set(page["properties"])
+    assert page["properties"]["items"]["type"] == "array"
+    assert _resolve(schema, array["items"])["properties"]["id"]["type"] == "integer"
+
+
+@pytest.mark.parametrize("resource", ["bounties", "submissions", "disputes"])
+def test_every_list_parameter_is_documented_with_every_sort_key(schema: dict[str, Any], resource: str) -> None:
+    parameters = {p["name"]: p for p in schema["paths"][f"/{resource}"]["get"]["parameters"]}
+    expected = {"limit", "cursor", "q", "sort", "dir", "chain_id", "contract_address", *PARENT_FILTERS[resource]}
+    assert set(parameters) == expected
+    assert all(p["in"] == "query" and p.get("description") for p in parameters.values())
+    assert set(parameters["sort"]["schema"]["enum"]) == set(SORT_FIELDS[resource])  # every key and alias
+    assert set(parameters["dir"]["schema"]["enum"]) == {"asc", "desc"}
+
+
+@pytest.mark.parametrize("path", sorted(RECORD_ROUTES))
+def test_every_error_and_the_rate_limit_headers_are_documented(schema: dict[str, Any], path: str) -> None:
+    responses = schema["paths"][path]["get"]["responses"]
+    errors = {"400", "405", "429"} | ({"404"} if "{record_id}" in path else set())
+    assert {"200", "304"} | errors <= set(responses)
+    for status in errors:
+        body = responses[status]["content"]["application/json"]["schema"]
+        assert _resolve(schema, body)["required"] == ["detail"], status
+    for status, response in responses.items():
+        assert set(response.get("headers", {})) >= RATE_HEADERS, status
+    assert "Retry-After" in responses["429"]["headers"]
+    assert {"ETag", "Cache-Control"} <= set(responses["200"]["headers"])
+    assert "content" not in responses["304"]  # a 304 has no body
+
+
+def test_health_documents_its_503_and_is_not_rate_limited(schema: dict[str, Any]) -> None:
+    responses = schema["paths"]["/health"]["get"]["responses"]
+    assert set(responses) == {"200", "503"}
+    assert not any(RATE_HEADERS & set(response.get("headers", {})) for response in responses.values())
