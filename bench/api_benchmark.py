@@ -274,6 +274,37 @@ def profile(inproc: InProcess, url: str, n: int, *, cold: bool, top: int = 14) -
                 str(PROJECT_DIR / ".venv/lib/python3.11/site-packages") + "/", ""))
 
 
+def deep_created_at_baseline(report: Report, n: int = 20) -> None:
+    """The deep created_at page over all deployments two ways in the same run: the sampled merge
+    of the deployments' ID orders that record_page takes, and the index-only skip it took before
+    (still its fallback), called directly."""
+    from records import selectors
+
+    query = selectors.ListQuery("bounties", selectors.DeploymentFilter(), sort="created_at")
+    ids = selectors.deployment_ids(query.deployments)
+
+    def skip() -> list[selectors.PageRow]:
+        ordered = selectors._filtered(query, ids).order_by(*selectors._ordering(query, ids))
+        return selectors._deferred_page("bounties", ordered, 900_000, 50)
+
+    def merge() -> list[selectors.PageRow]:
+        return selectors.record_page(query, 900_000, 50)
+
+    if merge() != skip():
+        raise SystemExit("the sampled merge and the index-only skip disagree on the deep created_at page")
+    timings: dict[str, list[float]] = {"merge": [], "skip": []}
+    for _ in range(n):  # alternating, so that both see the same machine
+        for name, read in (("merge", merge), ("skip", skip)):
+            t = time.perf_counter()
+            read()
+            timings[name].append(time.perf_counter() - t)
+    merged, skipped = (statistics.median(timings[k]) * 1000 for k in ("merge", "skip"))
+    print(f"\ndeep page cursor=900000&sort=created_at, selector only, p50 of {n}: sampled merge {merged:.1f} ms, "
+          f"index-only skip {skipped:.1f} ms (same page)")
+    report.add("(d) sort=created_at deep page: skip / merge", f"{skipped / merged:.1f}x ({skipped:.1f} vs "
+               f"{merged:.1f} ms)", "printed", None)
+
+
 def validate_seed(stream_rows: int) -> dict[str, int]:
     """The seeded rows against records.search.search_document, representation.record_body and the
     counters."""
@@ -430,6 +461,8 @@ def in_process(args: argparse.Namespace, report: Report) -> bytes:
     key_sizes = f"hot page body {len(hot_body):,} bytes"
     redis_ms = _redis_get_ms()
     print(f"\n{key_sizes}; a bare Redis GET of that entry: {redis_ms:.3f} ms")
+
+    deep_created_at_baseline(report)
 
     heading("where the time goes (profiles)")
     profile(inproc, HOT_PAGE, 300, cold=False)
