@@ -35,8 +35,8 @@ class RedisCache(DjangoRedisCache):
     def count(self, key: str, timeout: int) -> int:
         """Adds one to the counter at `key`, which starts at zero with `timeout` seconds to live
         if it is not there: SET NX EX and INCR in one MULTI, so one round trip, and the counter
-        never outlives its window (Django's add then incr takes two trips, and an incr right
-        after the key expired would make one without a timeout)."""
+        always has its timeout (Django's add then incr takes two trips, and an incr right after
+        the key expired would make a counter without one)."""
         key = self.make_and_validate_key(key)
         client = self._cache.get_client(key, write=True)
         with client.pipeline(transaction=True) as pipe:

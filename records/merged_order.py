@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Callable, Sequence
+from itertools import pairwise
 from typing import Any, NamedTuple
 
 # A sort key, compared as the merged order runs: unique and ascending within each sequence.
@@ -24,7 +25,7 @@ Key = tuple[Any, ...]
 KeysAt = Callable[[Sequence[range]], list[list[Key]] | None]
 
 SAMPLES = 512  # keys read per round, shared among the sequences
-MIN_SAMPLES = 16  # per sequence and round, however many sequences share the round
+MIN_SAMPLES = 16  # per sequence and round, however many share it (two at least: both ends narrow)
 WHOLE_KEYS = 4_096  # windows up to this many keys in all are read whole
 MAX_ROUNDS = 8  # far more than needed (two for a million elements): a bound, not a budget
 
@@ -42,11 +43,22 @@ class _Samples:
         self.positions: list[int] = []
         self.keys: list[Key] = []
 
-    def add(self, positions: range, keys: list[Key]) -> None:
+    def add(self, positions: range, keys: list[Key]) -> bool:
+        """Adds keys read at the positions; False if they contradict the sequence's order or the
+        keys read before (the data changed between the reads)."""
         known = dict(zip(self.positions, self.keys, strict=True))
-        known.update(zip(positions, keys, strict=True))
+        for position, key in zip(positions, keys, strict=True):
+            if known.setdefault(position, key) != key:
+                return False
         self.positions = sorted(known)
         self.keys = [known[p] for p in self.positions]
+        return _rising(self.keys)
+
+    def agrees(self, window: range, keys: list[Key]) -> bool:
+        """Whether keys read over a whole window are in order and match those sampled in it."""
+        first = bisect_left(self.positions, window.start)
+        last = bisect_left(self.positions, window.stop)
+        return _rising(keys) and all(keys[self.positions[i] - window.start] == self.keys[i] for i in range(first, last))
 
     def before(self, key: Key) -> tuple[int, int]:
         """Bounds on how many elements of the sequence come before `key`."""
@@ -60,7 +72,8 @@ class _Samples:
 
 def page_elements(lengths: Sequence[int], offset: int, limit: int, keys_at: KeysAt) -> list[Element] | None:
     """The elements at ranks `offset` to `offset + limit - 1` of the merge of the sequences, in
-    order; None if the data changed under the reads or the windows would not narrow."""
+    order; None if the windows would not narrow, or if the reads disagree (the data changed
+    between them: the caller should read in one snapshot, and this is the backstop)."""
     if offset >= sum(lengths) or limit <= 0:
         return []
     samples = [_Samples(length) for length in lengths]
@@ -76,22 +89,30 @@ def page_elements(lengths: Sequence[int], offset: int, limit: int, keys_at: Keys
             read = keys_at(whole)
             if read is None:
                 return None
+            if not all(sample.agrees(window, keys) for sample, window, keys in zip(samples, whole, read, strict=True)):
+                return None
             merged = sorted((key, Element(s, position)) for s, keys in enumerate(read)
                             for position, key in zip(whole[s], keys, strict=True))
             start = offset - sum(low)
+            if not 0 <= start < len(merged):  # bounds proven from data that has since changed
+                return None
             return [element for _, element in merged[start : start + limit]]
         per_sequence = max(MIN_SAMPLES, SAMPLES // len(lengths))
         spread = [range(lo, hi, max(1, -(-(hi - lo) // per_sequence))) for lo, hi in zip(low, high, strict=True)]
         read = keys_at(spread)
         if read is None:
             return None
-        for sample, positions, keys in zip(samples, spread, read, strict=True):
-            sample.add(positions, keys)
+        if not all(sample.add(positions, keys) for sample, positions, keys in zip(samples, spread, read, strict=True)):
+            return None
         narrowed = _narrow(samples, offset, low, high)
         if narrowed == (low, high):
             return None
         low, high = narrowed
     return None
+
+
+def _rising(keys: list[Key]) -> bool:
+    return all(a < b for a, b in pairwise(keys))
 
 
 def _narrow(samples: list[_Samples], offset: int, low: list[int],

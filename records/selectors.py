@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from functools import reduce
 from typing import Any, Generic, Literal, NamedTuple, TypeVar
 
 from django.conf import settings
-from django.db import connection
+from django.db import connection, transaction
 from django.db.models import F, OuterRef, Q, QuerySet, Subquery
 
 from indexer.models import SyncState
@@ -118,7 +119,8 @@ def data_version(deployments: DeploymentFilter | Deployment | None = None) -> st
     Every indexer commit advances its deployment's change-log `last_seq` in the same
     transaction as the records, so the sequence numbers version everything the API serves.
     Every request reads it first, so it is one short statement, spared the ORM's building."""
-    sync, deployment = SyncState._meta.db_table, Deployment._meta.db_table
+    quote = connection.ops.quote_name
+    sync, deployment = quote(SyncState._meta.db_table), quote(Deployment._meta.db_table)
     sql, conditions, params = f"SELECT s.deployment_id, s.last_seq FROM {sync} s", [], []
     if isinstance(deployments, Deployment):
         conditions, params = ["s.deployment_id = %s"], [deployments.pk]
@@ -200,13 +202,17 @@ def record_page(query: ListQuery, offset: int, limit: int) -> list[PageRow]:
     plain = bool(ids) and not query.parents and not query.q and not query.matches_nothing
     by_time = key == "created_at" and offset >= DEFERRED_OFFSET
     if offset and plain and (key == id_field or by_time):
-        ranges = _dense_id_ranges(query.resource, ids, in_chain_order=key != id_field)
-        if ranges is not None and (key == id_field or len(ids) == 1):
-            by_id = records if key == id_field else _filtered(query, ids).order_by(
-                *_ordering(replace(query, sort="id"), ids))
-            return _id_range_page(query.resource, by_id, ranges, offset, limit, descending=query.descending)
-        if ranges is not None:
-            page = _merged_time_page(query.resource, ranges, offset, limit, descending=query.descending)
+        if key == id_field or len(ids) == 1:
+            ranges = _dense_id_ranges(query.resource, ids, in_chain_order=key != id_field)
+            if ranges is not None:
+                by_id = records if key == id_field else _filtered(query, ids).order_by(
+                    *_ordering(replace(query, sort="id"), ids))
+                return _id_range_page(query.resource, by_id, ranges, offset, limit, descending=query.descending)
+        else:
+            with _one_snapshot():  # its reads build on one another
+                ranges = _dense_id_ranges(query.resource, ids, in_chain_order=True)
+                page = None if ranges is None else _merged_time_page(query.resource, ranges, offset, limit,
+                                                                     descending=query.descending)
             if page is not None:
                 return page
     if offset >= DEFERRED_OFFSET:
@@ -308,6 +314,21 @@ def _id_range_page(resource: Resource, records: QuerySet[Any], ranges: list[IdRa
     return _page_rows(resource, records.filter(**edge)[skip : skip + limit])
 
 
+@contextmanager
+def _one_snapshot() -> Iterator[None]:
+    """Runs the reads inside in one transaction that sees the database as of its first read:
+    REPEATABLE READ on PostgreSQL, and SQLite's own read transaction. Inside a transaction
+    already (a test's, say), the reads share that one."""
+    if connection.in_atomic_block:
+        yield
+        return
+    with transaction.atomic():
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        yield
+
+
 def _merged_time_page(resource: Resource, ranges: list[IdRange], offset: int, limit: int, *,
                       descending: bool) -> list[PageRow] | None:
     """A deep page sorted by created_at over several deployments in chain order. Each
@@ -362,9 +383,13 @@ def _rows_by_key(resource: Resource, keys: list[tuple[int, int]]) -> list[PageRo
         return []
     id_field = ID_FIELDS[resource]
     count = COUNT_FIELDS.get(resource)
-    rows = MODELS[resource].objects.filter(
-        deployment_id__in={d for d, _ in keys}, **{f"{id_field}__in": {i for _, i in keys}},
-    ).values_list("deployment_id", id_field, "body", *([count] if count else []))
+    ids_by_deployment: dict[int, set[int]] = {}
+    for deployment, n in keys:
+        ids_by_deployment.setdefault(deployment, set()).add(n)
+    wanted = reduce(operator.or_, (Q(deployment_id=deployment, **{f"{id_field}__in": ids})
+                                   for deployment, ids in ids_by_deployment.items()))
+    rows = MODELS[resource].objects.filter(wanted).values_list(
+        "deployment_id", id_field, "body", *([count] if count else []))
     by_key = {(row[0], row[1]): PageRow(row[2], row[3] if count else None) for row in rows}
     return [by_key[key] for key in keys if key in by_key]
 

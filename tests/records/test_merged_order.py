@@ -99,6 +99,21 @@ def test_a_sequence_changed_under_the_reads_gives_none(small_rounds: None) -> No
     assert page_elements([30, 30], 31, 2, shrinking) is None
 
 
+def test_keys_that_contradict_earlier_reads_give_none(small_rounds: None) -> None:
+    """A backstop for reads not made in one snapshot: the same position read again with another
+    key (records replaced by a reorganisation between the reads) ends the search."""
+    before = _sequences([30, 30], "interleaved", random.Random(3))
+    after = [[(t + 7, position, s) for t, position, s in sequence] for sequence in before]
+    reader = Reader(before)
+
+    def replaced(windows: Sequence[range]) -> list[list[Key]] | None:
+        if reader.reads:
+            reader.sequences = after
+        return reader(windows)
+
+    assert page_elements([30, 30], 31, 2, replaced) is None
+
+
 def test_a_merge_needing_more_rounds_than_the_bound_gives_none(small_rounds: None,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     """A bound on the rounds rather than a loop: the caller then reads the page another way."""

@@ -4,11 +4,13 @@ the ID-range page over one or several deployments, and the deferred (keys first)
 from __future__ import annotations
 
 import re
+import threading
+import time
 from datetime import timedelta
 from typing import Any
 
 import pytest
-from django.db import connection
+from django.db import connection, connections
 from django.db.models import F
 from django.test.utils import CaptureQueriesContext
 
@@ -208,3 +210,39 @@ def test_a_record_gone_under_the_reads_gives_the_page_of_the_records_there(
             got = _got(query, 20, 3)
         assert got == _expected(query, 20, 3), descending
         assert "OFFSET" in queries.captured_queries[-2]["sql"]  # the skip that reads the page's keys
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_deep_page_by_created_at_across_deployments_reads_one_snapshot(
+        chain_ordered: list[Deployment], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another connection removes the newest records (as a reorganisation does) and commits while
+    the page's reads run: the page is the list as it was when they began, read by the merge, not
+    a mix of before and after (nor the skip that a missing key would fall back to)."""
+    monkeypatch.setattr(selectors, "DEFERRED_OFFSET", 1)
+    query = ListQuery("bounties", ALL, sort="created_at")
+    before = _expected(query, 3, 4)
+    ranges_then = selectors._dense_id_ranges
+
+    def reorganise() -> None:
+        Bounty.objects.filter(deployment=chain_ordered[0], bounty_id__gte=20).delete()
+        Deployment.objects.filter(pk=chain_ordered[0].pk).update(bounty_total=F("bounty_total") - 4)
+        connections.close_all()
+
+    def ranges_then_reorganised(*args: Any, **kwargs: Any) -> list[selectors.IdRange] | None:
+        ranges = ranges_then(*args, **kwargs)
+        elsewhere = threading.Thread(target=reorganise)
+        elsewhere.start()
+        elsewhere.join(timeout=1)  # PostgreSQL commits now; SQLite waits for the reads to end
+        return ranges
+
+    monkeypatch.setattr(selectors, "_dense_id_ranges", ranges_then_reorganised)
+    skipped = []
+    monkeypatch.setattr(selectors, "_deferred_page", lambda *args: skipped.append(args) or [])
+    assert _got(query, 3, 4) == before
+    assert skipped == []
+    monkeypatch.setattr(selectors, "_dense_id_ranges", ranges_then)
+    for _ in range(100):  # the other connection's delete has landed
+        if not Bounty.objects.filter(deployment=chain_ordered[0], bounty_id__gte=20).exists():
+            break
+        time.sleep(0.05)
+    assert _expected(query, 3, 4) != before
