@@ -236,8 +236,13 @@ def test_a_deep_page_by_created_at_across_deployments_reads_one_snapshot(
         return ranges
 
     monkeypatch.setattr(selectors, "_dense_id_ranges", ranges_then_reorganised)
-    skipped = []
-    monkeypatch.setattr(selectors, "_deferred_page", lambda *args: skipped.append(args) or [])
+    skipped: list[tuple[Any, ...]] = []
+
+    def deferred_page(*args: Any) -> list[PageRow]:
+        skipped.append(args)
+        return []
+
+    monkeypatch.setattr(selectors, "_deferred_page", deferred_page)
     assert _got(query, 3, 4) == before
     assert skipped == []
     monkeypatch.setattr(selectors, "_dense_id_ranges", ranges_then)
