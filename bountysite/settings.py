@@ -148,6 +148,7 @@ BOUNTY_HEALTH_HEARTBEAT_SECONDS = env_int("BOUNTY_HEALTH_HEARTBEAT_SECONDS", 60,
 BOUNTY_HEALTH_MAX_LAG_BLOCKS = env_int("BOUNTY_HEALTH_MAX_LAG_BLOCKS", 10, minimum=0)
 BOUNTY_GETLOGS_MAX_BLOCKS = env_int("BOUNTY_GETLOGS_MAX_BLOCKS", 50_000, minimum=1)
 BOUNTY_INDEXER_POLL_SECONDS = env_int("BOUNTY_INDEXER_POLL_MS", 2_000, minimum=50, maximum=600_000) / 1000
+BOUNTY_CHANGELOG_KEEP_DAYS = env_int("BOUNTY_CHANGELOG_KEEP_DAYS", 30, minimum=1)  # manage.py prune_changelog
 
 # ---------------------------------------------------------------- websocket
 

@@ -8,7 +8,8 @@ crash:
 - `IndexedBlock`: hash and parent hash of each indexed block, to detect reorganisations.
 - `AppliedLog`: one row per applied contract log, keyed by (deployment, tx_hash, log_index),
   so a log is never applied twice; `undo` holds what rolling the log back must restore.
-- `ChangeLogEntry`: the ordered change log per deployment that the websocket serves.
+- `ChangeLogEntry`: the ordered change log per deployment that the websocket serves (entries
+  older than the retention go with `manage.py prune_changelog`: indexer.changelog).
 
 The ledger tables (`AppliedLog`, `ChangeLogEntry`, `IndexedBlock`) grow by one row per log,
 change or block, so their writes are kept lean: their deployment is not checked by a database

@@ -122,10 +122,22 @@ def _last_seq(deployment_id: int) -> int:
     return SyncState.objects.filter(deployment_id=deployment_id).values_list("last_seq", flat=True).first() or 0
 
 
+class ChangesGone(Exception):
+    """The change log no longer holds seqs a reader needs: pruned meanwhile (indexer.changelog).
+    Its clients are closed (1011) and, reconnecting with `since`, get a snapshot."""
+
+    def __init__(self, first: int) -> None:
+        super().__init__(f"the change log no longer holds seq {first}")
+        self.first = first
+
+
 def read_changes(deployment_id: int, first: int, last: int) -> list[tuple[int, bytes]]:
-    """The frames of the live messages of seqs first..last (at most READ_CHUNK of them), in order."""
+    """The frames of the live messages of seqs first..last (at most READ_CHUNK of them), in order.
+    ChangesGone if the log holds later seqs but no longer `first`."""
     rows = (ChangeLogEntry.objects.filter(deployment_id=deployment_id, seq__gte=first, seq__lte=last)
             .order_by("seq").values_list("seq", "type", "payload")[:READ_CHUNK])
+    if rows and rows[0][0] != first:
+        raise ChangesGone(first)
     return [(seq, encode(LiveMessage(type=cast(MessageType, kind), payload=payload, seq=seq)))
             for seq, kind, payload in rows]
 
@@ -252,6 +264,7 @@ class Outbox:
         self.bound: int = settings.BOUNTY_WS_MAX_BACKLOG
         self.on_overflow = on_overflow
         self.overflowed = False
+        self.failure: Exception | None = None
         self._batches: deque[bytes] = deque()
         self._count = 0  # messages in _batches
         self._ready = asyncio.Event()
@@ -280,11 +293,18 @@ class Outbox:
             self._ready.set()
         self.next_seq = first_seq + max(skip, 0) + len(frames)
 
+    def fail(self, error: Exception) -> None:
+        """Ends the client's stream: `get` raises `error` from now on."""
+        self.failure = error
+        self._ready.set()
+
     async def get(self) -> bytes:
         """The frames of every message pending, waiting for one if there is none."""
-        while not self._batches and not self.overflowed:
+        while not self._batches and not self.overflowed and self.failure is None:
             self._ready.clear()
             await self._ready.wait()
+        if self.failure is not None:
+            raise self.failure
         if self.overflowed:
             raise TooSlow
         frames = self._batches.popleft() if len(self._batches) == 1 else b"".join(self._batches)
@@ -324,12 +344,15 @@ class LiveFeed:
                 if self.cursor - outbox.next_seq < min(READ_CHUNK, outbox.bound):
                     rows = await database_sync_to_async(read_changes)(self.deployment_id, outbox.next_seq,
                                                                       self.cursor)
-                    if rows:
-                        outbox.put(rows[0][0], [frame for _, frame in rows])
+                    if not rows:  # seqs up to the cursor were there when the feed read them
+                        raise ChangesGone(outbox.next_seq)
+                    outbox.put(rows[0][0], [frame for _, frame in rows])
                     self.subscribers.add(outbox)
                     return
                 deployment_id, last = self.deployment_id, self.cursor
             rows = await database_sync_to_async(read_changes)(deployment_id, outbox.next_seq, last)
+            if not rows:  # seqs up to `last` were there when the feed read them
+                raise ChangesGone(outbox.next_seq)
             await send(b"".join(frame for _, frame in rows))
             outbox.next_seq = rows[-1][0] + 1
 
@@ -357,6 +380,17 @@ class LiveFeed:
                 logger.exception("the websocket feed could not read the change log; retrying")
 
     async def _advance(self) -> None:
+        try:
+            await self._read_on()
+        except ChangesGone as gone:  # pruned past the feed: its clients missed messages
+            logger.error("%s; closing the websocket clients that needed it", gone)
+            async with self.lock:
+                for outbox in self.subscribers:
+                    outbox.fail(gone)
+                self.subscribers.clear()
+                self.cursor = await database_sync_to_async(_last_seq)(self.deployment_id or 0)
+
+    async def _read_on(self) -> None:
         async with self.lock:
             if self.deployment_id is None:
                 await self._resolve()

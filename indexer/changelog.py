@@ -1,0 +1,51 @@
+"""Pruning the change log: entries older than the retention go, oldest first.
+
+The websocket serves the change log to clients that resume with `?since=` (decisions.md section
+8), "while the service still holds them": a client whose `since` is older than the oldest entry
+left gets a snapshot instead. Entries go only as a prefix of each deployment's seqs, so what is
+left stays gap-free, and in batches of their own short transactions, so the indexer's commits
+never wait long behind a prune.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db import transaction
+
+from indexer.models import ChangeLogEntry, SyncState
+
+BATCH = 10_000
+
+
+@dataclass(frozen=True)
+class Pruned:
+    deployment_id: int
+    deleted: int
+    oldest_kept: int | None  # the seq a client can resume after, less one; None: nothing left
+
+
+def prune_change_log(written_before: datetime, *, dry_run: bool = False, batch: int = BATCH) -> list[Pruned]:
+    """Deletes every deployment's change-log entries written before `written_before` (only the
+    oldest run of them: an entry is kept with everything after it once one newer is found)."""
+    return [_prune(deployment_id, written_before, dry_run, batch)
+            for deployment_id in SyncState.objects.order_by("deployment_id").values_list("deployment_id", flat=True)]
+
+
+def _prune(deployment_id: int, written_before: datetime, dry_run: bool, batch: int) -> Pruned:
+    entries = ChangeLogEntry.objects.filter(deployment_id=deployment_id)
+    deleted, after = 0, -1
+    while True:
+        with transaction.atomic():
+            oldest = list(entries.filter(seq__gt=after).order_by("seq").values_list("seq", "created_at")[:batch])
+            old = next((i for i, (_, written) in enumerate(oldest) if written >= written_before), len(oldest))
+            if old:
+                after = oldest[old - 1][0]
+                if not dry_run:
+                    entries.filter(seq__lte=after).delete()
+                deleted += old
+        if old < batch:
+            break
+    kept = entries.filter(seq__gt=after).order_by("seq").values_list("seq", flat=True).first()
+    return Pruned(deployment_id, deleted, kept)
