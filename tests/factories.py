@@ -74,10 +74,20 @@ def _source(n: int) -> dict[str, Any]:
     }
 
 
-def make_bounty(deployment: Deployment | None = None, **fields: Any) -> Bounty:
+def _number(model: type[Any], deployment: Deployment, id_field: str, fields: dict[str, Any]) -> int:
+    """The next factory number; when it is also the record's ID, one that the deployment has not
+    used, since tests make records with fixed IDs too (whichever number the counter has reached)."""
     n = next(_counter)
+    while id_field not in fields and model.objects.filter(deployment=deployment, **{id_field: n}).exists():
+        n = next(_counter)
+    return n
+
+
+def make_bounty(deployment: Deployment | None = None, **fields: Any) -> Bounty:
+    deployment = deployment or make_deployment()
+    n = _number(Bounty, deployment, "bounty_id", fields)
     values: dict[str, Any] = {
-        "deployment": deployment or make_deployment(),
+        "deployment": deployment,
         "bounty_id": n,
         "bounty_amount": 100_000_000,
         "fee_amount": 2_500_000,
@@ -95,7 +105,7 @@ def make_bounty(deployment: Deployment | None = None, **fields: Any) -> Bounty:
 
 
 def make_submission(bounty: Bounty, **fields: Any) -> Submission:
-    n = next(_counter)
+    n = _number(Submission, bounty.deployment, "submission_id", fields)
     values: dict[str, Any] = {
         "deployment": bounty.deployment,
         "submission_id": n,
@@ -115,7 +125,7 @@ def make_submission(bounty: Bounty, **fields: Any) -> Submission:
 
 
 def make_dispute(submission: Submission, **fields: Any) -> Dispute:
-    n = next(_counter)
+    n = _number(Dispute, submission.deployment, "dispute_id", fields)
     values: dict[str, Any] = {
         "deployment": submission.deployment,
         "dispute_id": n,
