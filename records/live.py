@@ -28,6 +28,7 @@ import logging
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from typing import Literal, TypedDict, cast
 
 import orjson
@@ -41,7 +42,14 @@ from django.db.models import Min
 from indexer.models import ChangeLogEntry, SyncState
 from records.models import Deployment
 from records.representation import JsonRecord
-from records.selectors import DeploymentFilter, ListQuery, Resource, active_deployment, record_bodies
+from records.selectors import (
+    DeploymentFilter,
+    ListQuery,
+    Resource,
+    active_deployment,
+    read_snapshot,
+    record_bodies,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -173,20 +181,10 @@ class SnapshotReader:
     def __init__(self) -> None:
         self.last_seq = 0
         self._messages: Iterator[bytes] = iter(())
-        self._in_transaction = False
+        self._snapshot = ExitStack()  # the read transaction, from open() to close()
 
     def open(self) -> None:
-        connection.ensure_connection()
-        if connection.vendor == "postgresql":
-            connection.set_autocommit(False)
-            with connection.cursor() as cursor:
-                cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-        else:
-            # Django's SQLite transactions are BEGIN IMMEDIATE (the write lock, settings.py);
-            # a deferred BEGIN reads one WAL snapshot without blocking the indexer.
-            with connection.cursor() as cursor:
-                cursor.execute("BEGIN DEFERRED")
-        self._in_transaction = True
+        self._snapshot.enter_context(read_snapshot())
         deployment = active_deployment()
         if deployment is None:
             return
@@ -206,13 +204,7 @@ class SnapshotReader:
 
     def close(self) -> None:
         try:
-            if self._in_transaction:
-                if connection.vendor == "postgresql":
-                    connection.rollback()
-                    connection.set_autocommit(True)
-                else:
-                    with connection.cursor() as cursor:
-                        cursor.execute("ROLLBACK")
+            self._snapshot.close()
         finally:
             connection.close()
 

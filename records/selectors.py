@@ -14,7 +14,7 @@ from functools import reduce
 from typing import Any, Generic, Literal, NamedTuple, TypeVar
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import connection
 from django.db.models import F, OuterRef, Q, QuerySet, Subquery
 
 from indexer.models import SyncState
@@ -209,7 +209,7 @@ def record_page(query: ListQuery, offset: int, limit: int) -> list[PageRow]:
                     *_ordering(replace(query, sort="id"), ids))
                 return _id_range_page(query.resource, by_id, ranges, offset, limit, descending=query.descending)
         else:
-            with _one_snapshot():  # its reads build on one another
+            with read_snapshot():  # its reads build on one another
                 ranges = _dense_id_ranges(query.resource, ids, in_chain_order=True)
                 page = None if ranges is None else _merged_time_page(query.resource, ranges, offset, limit,
                                                                      descending=query.descending)
@@ -315,18 +315,31 @@ def _id_range_page(resource: Resource, records: QuerySet[Any], ranges: list[IdRa
 
 
 @contextmanager
-def _one_snapshot() -> Iterator[None]:
-    """Runs the reads inside in one transaction that sees the database as of its first read:
-    REPEATABLE READ on PostgreSQL, and SQLite's own read transaction. Inside a transaction
-    already (a test's, say), the reads share that one."""
+def read_snapshot() -> Iterator[None]:
+    """Runs the reads inside in one read-only transaction that sees the database as of its first
+    read, without blocking the indexer: REPEATABLE READ, READ ONLY on PostgreSQL; on SQLite a
+    deferred BEGIN, one WAL snapshot (Django's own transactions there are BEGIN IMMEDIATE, which
+    takes the write lock). Inside a transaction already (a test's, say), the reads share that one."""
     if connection.in_atomic_block:
         yield
         return
-    with transaction.atomic():
-        if connection.vendor == "postgresql":
-            with connection.cursor() as cursor:
-                cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+    connection.ensure_connection()
+    if connection.vendor == "postgresql":
+        connection.set_autocommit(False)
+        with connection.cursor() as cursor:
+            cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+    else:
+        with connection.cursor() as cursor:
+            cursor.execute("BEGIN DEFERRED")
+    try:
         yield
+    finally:
+        if connection.vendor == "postgresql":
+            connection.rollback()
+            connection.set_autocommit(True)
+        else:
+            with connection.cursor() as cursor:
+                cursor.execute("ROLLBACK")
 
 
 def _merged_time_page(resource: Resource, ranges: list[IdRange], offset: int, limit: int, *,

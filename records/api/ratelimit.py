@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 
 from django.conf import settings
-from django.core.cache import cache, caches
+from django.core.cache import caches
 from django.http import HttpRequest, HttpResponseBase, JsonResponse
 
 from bountysite.cache import RedisCache
@@ -48,12 +48,12 @@ def _count(key: str, timeout: int) -> int:
     shared = caches["default"]
     if isinstance(shared, RedisCache):
         return shared.count(key, timeout)
-    if cache.add(key, 1, timeout=timeout):  # a process-local cache: no other process counts
+    if shared.add(key, 1, timeout=timeout):  # a process-local cache: no other process counts
         return 1
     try:
-        return cache.incr(key)
+        return shared.incr(key)
     except ValueError:  # expired between add and incr
-        cache.add(key, 1, timeout=timeout)
+        shared.add(key, 1, timeout=timeout)
         return 1
 
 

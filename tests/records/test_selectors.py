@@ -232,7 +232,7 @@ def test_a_deep_page_by_created_at_across_deployments_reads_one_snapshot(
         ranges = ranges_then(*args, **kwargs)
         elsewhere = threading.Thread(target=reorganise)
         elsewhere.start()
-        elsewhere.join(timeout=1)  # PostgreSQL commits now; SQLite waits for the reads to end
+        elsewhere.join(timeout=1)  # it commits while the reads hold their snapshot
         return ranges
 
     monkeypatch.setattr(selectors, "_dense_id_ranges", ranges_then_reorganised)
