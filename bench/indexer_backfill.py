@@ -54,8 +54,7 @@ RESULTS_DIR = PROJECT_DIR / "bench" / "results"
 RESULT_PREFIX = "BENCH_RESULT "
 GENERATOR_VERSION = 1  # bump when the generated chain changes, to invalidate cached chains
 
-TARGET_EVENTS_PER_SECOND = 25_000
-TARGET_CEILING_RATIO = 0.70
+TARGET_CEILING_RATIO = 0.50  # SQLite and PostgreSQL end to end, index build included
 CEILING_RUNS = 3  # at least; the ceiling is cheap and noisy (anvil may still be busy after a build)
 
 HOUR = 3600
@@ -457,9 +456,15 @@ class StageTimer:
 
     def __init__(self) -> None:
         self.seconds: Counter[str] = Counter()
+        self.calls: Counter[str] = Counter()
+
+    def calls_of(self, name: str) -> Callable[[], int]:
+        """How many calls of `name` there have been, when asked."""
+        return lambda: self.calls[name]
 
     def wrap(self, name: str, function: Callable[..., Any]) -> Callable[..., Any]:
         def timed(*args: Any, **kwargs: Any) -> Any:
+            self.calls[name] += 1
             started = time.perf_counter()
             try:
                 return function(*args, **kwargs)
@@ -491,13 +496,17 @@ def instrument_commit(timer: StageTimer) -> None:
     sync_module.apply_event = timer.wrap("apply_event", sync_module.apply_event)  # type: ignore[attr-defined]
     RecordStore.load = timer.wrap("load records", RecordStore.load)  # type: ignore[method-assign]
     RecordStore.payload = timer.wrap("payloads", RecordStore.payload)  # type: ignore[method-assign]
-    for model in (Bounty, Submission, Dispute):
-        model.objects.bulk_update = timer.wrap("update records", model.objects.bulk_update)  # type: ignore[method-assign]
+    import indexer.transitions as transitions_module
+
+    transitions_module.update_rows = timer.wrap("update records", transitions_module.update_rows)  # type: ignore[attr-defined]
     names = {Bounty: "insert records", Submission: "insert records", Dispute: "insert records",
              AppliedLog: "insert AppliedLog", ChangeLogEntry: "insert ChangeLog", IndexedBlock: "insert IndexedBlock"}
     copy = bulk_module._copy
 
-    def timed_copy(database: Any, model: Any, columns: Any, rows: Any) -> None:
+    def timed_copy(database: Any, model: Any, columns: Any, rows: Any, **options: Any) -> None:
+        if options:  # into a staging table: part of an update
+            copy(database, model, columns, rows, **options)
+            return
         timer.wrap(names.get(model, "insert other"), copy)(database, model, columns, rows)
 
     bulk_module._copy = timed_copy
@@ -510,8 +519,6 @@ def instrument_commit(timer: StageTimer) -> None:
             timer.wrap(names.get(model, "insert other"), insert)(model, columns, rows)
 
     bulk_module.insert_rows = timed_insert
-    import indexer.transitions as transitions_module
-
     transitions_module.insert_rows = timed_insert  # type: ignore[attr-defined]
     sync_module.insert_rows = timed_insert  # type: ignore[attr-defined]
     bulk_module.RowStream.__exit__ = timer.wrap("wait", bulk_module.RowStream.__exit__)  # type: ignore[method-assign]
@@ -565,25 +572,23 @@ def run_ceiling(config: Any) -> dict[str, Any]:
     timer.instrument(indexer)
     rpc = indexer.rpc
     last = config.start_block - 1
-    tip: int | None = None
     steps = events = 0
     clock = CpuClock()
     started = time.perf_counter()
-    while True:  # Indexer.step without the database
-        steps += 1
+    while True:  # Indexer.catch_up without the database: the same reads, one after the other
         head = int(rpc.call("eth_blockNumber", []), 16)
         safe = head - config.confirmations
-        if tip is not None:
-            rpc.call("eth_getBlockByNumber", [hex(tip), False])  # the reorg check of the stored tip
+        if last >= 0:
+            rpc.call("eth_getBlockByNumber", [hex(last), False])  # the reorg check of the stored tip
         if last >= safe:
             break
-        to, raw_logs = indexer.fetcher.fetch(last + 1, safe)
-        decoded = indexer._decode(raw_logs, last + 1, to)
-        headers = indexer._headers(sorted({e.log.block_number for e in decoded} | {to}))
-        if headers is None or any(headers[e.log.block_number]["hash"] != e.log.block_hash for e in decoded):
-            raise RuntimeError("the chain changed while being read")
-        events += len(decoded)
-        last = tip = to
+        while last < safe:
+            batches = indexer.read(last + 1, safe, head)
+            if batches is None:
+                raise RuntimeError("the chain changed while being read")
+            steps += len(batches)
+            events += sum(len(batch.events) for batch in batches)
+            last = batches[-1].to
     seconds = time.perf_counter() - started
     return {"events": events, "steps": steps, "seconds": seconds, "stages": dict(timer.seconds), "problems": [],
             **clock.elapsed()}
@@ -593,6 +598,7 @@ def run_backfill(config: Any, meta: dict[str, Any], profile_lines: int) -> dict[
     from django.db import connection
     from django.db.models import Count
 
+    from indexer import indexes
     from indexer.models import AppliedLog, ChangeLogEntry, IndexedBlock, SyncState
     from indexer.sync import Indexer
     from records.models import Bounty, Dispute, Submission
@@ -604,26 +610,29 @@ def run_backfill(config: Any, meta: dict[str, Any], profile_lines: int) -> dict[
     timer.instrument(indexer)
     instrument_commit(timer)
     profiler = cProfile.Profile() if profile_lines else None
-    steps = 0
     backend_pid = None
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_backend_pid()")
             backend_pid = cursor.fetchone()[0]
+    commits = timer.calls_of("commit")
     clock = CpuClock(backend_pid)
     started = time.perf_counter()
     if profiler is not None:
         profiler.enable()
-    while True:
-        steps += 1
-        if not indexer.step():
-            break
+    indexer.prepare()  # decides on a bulk backfill: drops the secondary indexes
+    while indexer.catch_up():
+        pass
+    indexed = time.perf_counter()
+    build_seconds = indexer.build_indexes() if indexer.indexes_to_build() else 0.0
     if profiler is not None:
         profiler.disable()
     seconds = time.perf_counter() - started
     cpu = clock.elapsed()
 
     problems = []
+    if missing := indexes.missing_indexes():
+        problems.append(f"indexes missing after the build: {', '.join(index.name for index in missing)}")
     applied = AppliedLog.objects.filter(deployment=deployment).count()
     if applied != meta["events"]:
         problems.append(f"{applied} AppliedLog rows, expected {meta['events']}")
@@ -645,8 +654,10 @@ def run_backfill(config: Any, meta: dict[str, Any], profile_lines: int) -> dict[
         problems.append(f"last indexed block {state.last_indexed_block}, expected {meta['head']}")
     return {
         "events": applied,
-        "steps": steps,
+        "steps": commits(),
         "seconds": seconds,
+        "index_seconds": seconds - (indexed - started),
+        "index_build_seconds": build_seconds,
         "stages": dict(timer.seconds),
         **cpu,
         "problems": problems,
@@ -855,17 +866,26 @@ def report(chain: ChainInfo, args: argparse.Namespace, runs: dict[str, dict[str,
                       f"bounties, {r['submission']:,} submissions, {r['dispute']:,} disputes with the expected "
                       f"statuses; {result['change_log']:,} change-log entries; synced to block {meta['head']}")
     print()
-    postgres = runs.get("postgres")
-    print("targets:")
-    if isinstance(postgres, dict) and ceiling_rate:
-        rate = postgres["events"] / postgres["seconds"]
+    print("targets (end to end, the index build included, against the ceiling of the same run):")
+    summary: dict[str, Any] = {"events": meta["events"], "ceiling_eps": round(ceiling_rate or 0.0)}
+    for name, label in (("sqlite", "SQLite"), ("postgres", "PostgreSQL")):
+        result = runs.get(name)
+        if not isinstance(result, dict) or not ceiling_rate:
+            print(f"  {label}: not evaluated (no run)")
+            summary[f"{name}_eps"] = summary[f"{name}_ratio"] = None
+            continue
+        rate = result["events"] / result["seconds"]
         ratio = rate / ceiling_rate
-        met = "met" if rate >= TARGET_EVENTS_PER_SECOND else "NOT met"
-        print(f"  PostgreSQL >= {TARGET_EVENTS_PER_SECOND:,} events/s:  {rate:,.0f} events/s  -> {met}")
         met = "met" if ratio >= TARGET_CEILING_RATIO else "NOT met"
-        print(f"  PostgreSQL >= {TARGET_CEILING_RATIO:.0%} of the ceiling: {ratio:.1%}  -> {met}")
-    else:
-        print("  not evaluated: no PostgreSQL run")
+        print(f"  {label} >= {TARGET_CEILING_RATIO:.0%} of the ceiling: {ratio:.1%} ({rate:,.0f} events/s; index "
+              f"build {result['index_build_seconds']:.2f} s of {result['seconds']:.2f} s)  -> {met}")
+        summary.update({f"{name}_eps": round(rate), f"{name}_ratio": round(ratio, 3),
+                        f"{name}_seconds": round(result["seconds"], 3),
+                        f"{name}_index_build_s": round(result["index_build_seconds"], 3)})
+    verified = [r for n, r in runs.items() if n != "ceiling" and isinstance(r, dict)]
+    summary["verified"] = bool(verified) and all(not r["problems"] for r in verified)
+    summary["postgres_index_build_s"] = summary.get("postgres_index_build_s")
+    summary_line = "BENCH_SUMMARY " + json.dumps(summary)
     if profile is not None:
         print()
         vendor = "PostgreSQL" if profile.get("vendor") == "postgresql" else "SQLite"
@@ -873,6 +893,8 @@ def report(chain: ChainInfo, args: argparse.Namespace, runs: dict[str, dict[str,
         print(f"profile: a separate {vendor} backfill under cProfile ({profile['seconds']:.2f} s, {rate:,.0f} events/s "
               f"with the profiler's overhead)")
         print(profile["profile"])
+    print()
+    print(summary_line)
     return ok
 
 

@@ -32,6 +32,17 @@ def env_str(name: str, default: str | None = None, *, environ: Mapping[str, str]
     return default if value is None else value
 
 
+def env_choice(name: str, default: str, *, choices: tuple[str, ...],
+               environ: Mapping[str, str] | None = None) -> str:
+    """One of `choices` (case-insensitive); `default` when unset or blank."""
+    value = _raw(name, environ)
+    if value is None:
+        return default
+    if value.lower() not in choices:
+        raise ImproperlyConfigured(f"{name} must be one of {', '.join(choices)} (got {value!r})")
+    return value.lower()
+
+
 def env_required(name: str, *, environ: Mapping[str, str] | None = None) -> str:
     """The variable's value; ImproperlyConfigured naming it when unset or blank."""
     value = _raw(name, environ)

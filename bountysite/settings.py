@@ -17,6 +17,7 @@ from django.core.exceptions import ImproperlyConfigured
 from bountysite.env import (
     env_address,
     env_bool,
+    env_choice,
     env_int,
     env_list,
     env_networks,
@@ -148,6 +149,10 @@ BOUNTY_HEALTH_HEARTBEAT_SECONDS = env_int("BOUNTY_HEALTH_HEARTBEAT_SECONDS", 60,
 BOUNTY_HEALTH_MAX_LAG_BLOCKS = env_int("BOUNTY_HEALTH_MAX_LAG_BLOCKS", 10, minimum=0)
 BOUNTY_GETLOGS_MAX_BLOCKS = env_int("BOUNTY_GETLOGS_MAX_BLOCKS", 50_000, minimum=1)
 BOUNTY_INDEXER_POLL_SECONDS = env_int("BOUNTY_INDEXER_POLL_MS", 2_000, minimum=50, maximum=600_000) / 1000
+# A backfill that will add more rows than the record tables hold builds their secondary indexes
+# after catching up (indexer.indexes): auto decides so, always / never force it.
+BOUNTY_DEFER_INDEXES = env_choice("BOUNTY_DEFER_INDEXES", "auto", choices=("auto", "always", "never"))
+BOUNTY_INDEX_BUILD_MEMORY_MB = env_int("BOUNTY_INDEX_BUILD_MEMORY_MB", 512, minimum=1)  # PostgreSQL builds
 BOUNTY_CHANGELOG_KEEP_DAYS = env_int("BOUNTY_CHANGELOG_KEEP_DAYS", 30, minimum=1)  # manage.py prune_changelog
 
 # ---------------------------------------------------------------- websocket

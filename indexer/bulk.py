@@ -57,11 +57,28 @@ def _datetime_converter() -> _Convert | None:
     return naive_text
 
 
+def _remembered(convert: _Convert) -> _Convert:
+    """`convert` with its answers kept: block times, addresses and block hashes repeat."""
+    answers: dict[Any, Any] = {}
+
+    def converted(value: Any) -> Any:
+        try:
+            return answers[value]
+        except KeyError:
+            answers[value] = answer = convert(value)
+            return answer
+
+    return converted
+
+
 def _converter(field: models.Field[Any, Any]) -> _Convert | None:
-    if isinstance(field, UInt256Field | AddressField | Bytes32Field):
+    if isinstance(field, AddressField):
+        return _remembered(field.get_prep_value)
+    if isinstance(field, UInt256Field | Bytes32Field):
         return field.get_prep_value
     if isinstance(field, models.DateTimeField):
-        return _datetime_converter()
+        convert = _datetime_converter()
+        return None if convert is None else _remembered(convert)
     if isinstance(field, models.JSONField):
         return json_text
     return None
@@ -99,13 +116,14 @@ def _fields(model: type[models.Model], columns: Sequence[str]) -> list[models.Fi
     return [by_attname[name] for name in columns]
 
 
-def _copy(database: BaseDatabaseWrapper, model: type[models.Model], columns: Sequence[str], rows: _Rows) -> None:
-    """COPY of the rows into the model's table over the (open) connection of `database`, whose
-    errors come out as Django's, as through its cursors."""
+def _copy(database: BaseDatabaseWrapper, model: type[models.Model], columns: Sequence[str], rows: _Rows,
+          *, table: str | None = None) -> None:
+    """COPY of the rows into the model's table (or `table`, with those columns) over the (open)
+    connection of `database`, whose errors come out as Django's, as through its cursors."""
     fields = _fields(model, columns)
     prepared = _preparer(fields)
     statement = sql.SQL("COPY {} ({}) FROM STDIN").format(
-        sql.Identifier(model._meta.db_table), sql.SQL(", ").join(sql.Identifier(str(f.column)) for f in fields)
+        sql.Identifier(table or model._meta.db_table), sql.SQL(", ").join(sql.Identifier(str(f.column)) for f in fields)
     )
     with database.wrap_database_errors, database.connection.cursor() as cursor, cursor.copy(statement) as copy:
         for row in rows:
@@ -130,6 +148,40 @@ def insert_rows(model: type[models.Model], columns: Sequence[str], rows: _Rows) 
                       f"VALUES ({', '.join(['%s'] * len(names))})")
     with connection.cursor() as cursor:
         cursor.executemany(statement_text, [prepared(row) for row in rows])
+
+
+def update_rows(model: type[models.Model], keys: Sequence[str], columns: Sequence[str], rows: _Rows) -> None:
+    """Updates rows found by a unique key: each row holds the values of the `keys` fields, then
+    of the `columns` fields to set (attnames). Django's bulk_update would build a CASE over every
+    row per column instead."""
+    if not rows:
+        return
+    fields = _fields(model, [*keys, *columns])
+    table = connection.ops.quote_name(model._meta.db_table)
+    names = [connection.ops.quote_name(str(field.column)) for field in fields]
+    matches, sets = names[: len(keys)], names[len(keys) :]
+    if connection.vendor == "postgresql":
+        # COPY into a temporary table of those columns, then one UPDATE joining it: Django's
+        # client-side binding would quote every value into the statement's text.
+        staging = f"_update_{model._meta.db_table}_{len(columns)}"
+        quoted = connection.ops.quote_name(staging)
+        connection.ensure_connection()
+        with connection.cursor() as cursor:
+            cursor.execute(f"CREATE TEMPORARY TABLE IF NOT EXISTS {quoted} ON COMMIT DELETE ROWS AS "
+                           f"SELECT {', '.join(names)} FROM {table} WITH NO DATA")
+            _copy(connections[DEFAULT_DB_ALIAS], model, [*keys, *columns], rows, table=staging)
+            assignments = ", ".join(f"{name} = v.{name}" for name in sets)
+            where = " AND ".join(f"{table}.{name} = v.{name}" for name in matches)
+            cursor.execute(f"UPDATE {table} SET {assignments} FROM {quoted} v WHERE {where}")
+            cursor.execute(f"TRUNCATE {quoted}")
+        return
+    prepared = _preparer(fields)
+    values = [prepared(row) for row in rows]
+    assignments = ", ".join(f"{name} = %s" for name in sets)
+    where = " AND ".join(f"{name} = %s" for name in matches)
+    with connection.cursor() as cursor:
+        cursor.executemany(f"UPDATE {table} SET {assignments} WHERE {where}",
+                           [[*row[len(keys) :], *row[: len(keys)]] for row in values])
 
 
 class RowStream:

@@ -8,8 +8,17 @@ from typing import TypedDict
 from django.conf import settings
 from django.utils import timezone
 
+from indexer.indexes import index_state
 from indexer.models import SyncState
 from records.models import Deployment
+
+
+class BackfillProgress(TypedDict):
+    from_block: int
+    to_block: int
+    done_blocks: int
+    total_blocks: int
+    percent: float
 
 
 class IndexerHealth(TypedDict):
@@ -21,6 +30,8 @@ class IndexerHealth(TypedDict):
     lag_blocks: int | None
     confirmations: int
     last_heartbeat: datetime | None
+    indexes: str  # the record tables' secondary indexes: ready, deferred (a bulk backfill) or building
+    backfill: BackfillProgress | None
 
 
 def indexer_health(deployment: Deployment | None, *, now: datetime | None = None) -> IndexerHealth:
@@ -28,7 +39,9 @@ def indexer_health(deployment: Deployment | None, *, now: datetime | None = None
 
     `enabled`: an RPC URL is configured. `running`: a heartbeat within
     BOUNTY_HEALTH_HEARTBEAT_SECONDS. `synced`: the last indexed block is within
-    BOUNTY_HEALTH_MAX_LAG_BLOCKS of the safe head (head minus confirmations)."""
+    BOUNTY_HEALTH_MAX_LAG_BLOCKS of the safe head (head minus confirmations). `indexes`: whether
+    the record tables' secondary indexes wait for a bulk backfill to end (indexer.indexes).
+    `backfill`: the progress of the backfill under way, if any."""
     confirmations: int = settings.BOUNTY_CONFIRMATIONS
     state = SyncState.objects.filter(deployment=deployment).first() if deployment is not None else None
     heartbeat = state.last_heartbeat if state else None
@@ -46,4 +59,16 @@ def indexer_health(deployment: Deployment | None, *, now: datetime | None = None
         lag_blocks=lag,
         confirmations=confirmations,
         last_heartbeat=heartbeat,
+        indexes=str(index_state()),
+        backfill=_backfill(state),
     )
+
+
+def _backfill(state: SyncState | None) -> BackfillProgress | None:
+    if state is None or state.backfill_from_block is None or state.backfill_to_block is None:
+        return None
+    first, target = state.backfill_from_block, state.backfill_to_block
+    total = max(1, target - first + 1)
+    done = min(total, max(0, (state.last_indexed_block or first - 1) - first + 1))
+    return BackfillProgress(from_block=first, to_block=target, done_blocks=done, total_blocks=total,
+                            percent=round(100 * done / total, 1))

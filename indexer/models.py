@@ -49,6 +49,9 @@ class MessageType(models.TextChoices):
     BOUNTY_REMOVED = "bounty.removed"
     SUBMISSION_REMOVED = "submission.removed"
     DISPUTE_REMOVED = "dispute.removed"
+    # A bulk backfill changed records without an entry per change (blocks `from_block` to
+    # `to_block` of the payload): a client gets a new snapshot after it instead.
+    RESYNC = "resync"
 
 
 class JSONDocumentField(models.JSONField):
@@ -80,6 +83,12 @@ class SyncState(models.Model):
     last_seq = models.PositiveBigIntegerField(default=0, help_text="seq of the newest change log entry")
     head_block = models.PositiveBigIntegerField(null=True, blank=True, help_text="chain head at the last poll")
     last_heartbeat = models.DateTimeField(null=True, blank=True)
+    # The backfill under way (None when caught up), for /health's progress.
+    backfill_from_block = models.PositiveBigIntegerField(null=True, blank=True)
+    backfill_to_block = models.PositiveBigIntegerField(null=True, blank=True)
+    # A bulk backfill writes no change-log entry per change from this block on; the batch that
+    # catches up writes one `resync` entry instead (records.live sends its clients a new snapshot).
+    bulk_from_block = models.PositiveBigIntegerField(null=True, blank=True)
 
     def __str__(self) -> str:
         return f"sync state of {self.deployment}"
@@ -136,3 +145,25 @@ class ChangeLogEntry(models.Model):
 
     def __str__(self) -> str:
         return f"#{self.seq} {self.type}"
+
+
+class IndexStateChoice(models.TextChoices):
+    READY = "ready"
+    DEFERRED = "deferred"
+    BUILDING = "building"
+
+
+class IndexState(models.Model):
+    """Whether the record tables' secondary indexes are deferred by a bulk backfill (indexer.indexes).
+
+    One row at most (pk SINGLETON); none means `ready`. The indexes span every deployment, so the
+    deployment whose backfill deferred them is kept: its indexer builds them when it catches up."""
+
+    SINGLETON = 1
+
+    state = models.CharField(max_length=8, choices=IndexStateChoice.choices, default=IndexStateChoice.READY)
+    deployment = models.ForeignKey(Deployment, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    changed_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"secondary indexes {self.state}"

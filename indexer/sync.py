@@ -11,21 +11,26 @@ kept hashes to the common ancestor, undoes everything above it, and indexes the 
 from __future__ import annotations
 
 import logging
+import queue
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
+from django.db.models import F, Sum
 from django.utils import timezone
+from eth_utils.crypto import keccak
 
+from indexer import indexes
 from indexer.bulk import RowStream, defer_search_index_merge, insert_rows
 from indexer.events import RECORD_EVENT_TOPICS, RecordEvent, UndecodableLog, decode_log
 from indexer.locks import deployment_lock
-from indexer.models import AppliedLog, ChangeLogEntry, IndexedBlock, SyncState
-from indexer.rpc import RangeTooLarge, RpcClient
+from indexer.models import AppliedLog, ChangeLogEntry, IndexedBlock, IndexStateChoice, MessageType, SyncState
+from indexer.rpc import RangeTooLarge, RpcClient, RpcError
 from indexer.transitions import Message, RecordStore, apply_event, chain_time, undo_entries
 from records.live import notify_changes
 from records.models import Deployment
@@ -35,6 +40,12 @@ logger = logging.getLogger(__name__)
 _LEDGER_COLUMNS = ("deployment_id", "block_number", "block_hash", "tx_hash", "log_index", "event", "undo")
 _CHANGE_COLUMNS = ("deployment_id", "seq", "type", "payload", "block_number", "created_at")
 _BLOCK_COLUMNS = ("deployment_id", "number", "hash", "parent_hash", "timestamp")
+# The contract's record counters, read at the safe head to tell how many rows a backfill adds.
+_COUNTERS = [("0x" + keccak(text=f"{name}()")[:4].hex()) for name in ("bountyCount", "submissionCount", "disputeCount")]
+# Whether a bulk backfill also defers the secondary indexes, by backend (measured by
+# bench/indexer_backfill.py: building them afterwards is faster on both).
+DEFER_INDEXES_ON = {"postgresql": True, "sqlite": True}
+RECORD_MEMORY = 200_000  # records a catch-up keeps in memory between batches (about 2 KB each)
 
 
 class IndexerError(RuntimeError):
@@ -57,6 +68,8 @@ class IndexerConfig:
     initial_span: int = 2_000
     max_span: int = 50_000
     kept_blocks: int = 1_024
+    batch_logs: int = 4_000  # about this many logs per getLogs range and per committed batch
+    read_ahead: int = 3  # batches read and decoded ahead of the one being committed
 
     @classmethod
     def from_settings(cls) -> IndexerConfig:
@@ -83,6 +96,25 @@ class IndexerConfig:
 
 
 @dataclass
+class Batch:
+    """Blocks start..to as read from the node: their record events, in chain order, and the
+    headers of their event blocks and of `to`."""
+
+    start: int
+    to: int
+    head: int
+    safe: int
+    events: list[RecordEvent]
+    headers: dict[int, dict[str, Any]]
+    parent_hash: str | None  # the hash of block start - 1 when this was read (None: before the start block)
+
+    @property
+    def final(self) -> bool:
+        """Whether it reaches the safe head it was read for."""
+        return self.to >= self.safe
+
+
+@dataclass
 class LogFetcher:
     """eth_getLogs over block ranges that adapt to the node: grow on success, split on refusal."""
 
@@ -90,6 +122,7 @@ class LogFetcher:
     address: str
     span: int = 2_000
     max_span: int = 50_000
+    target_logs: int = 4_000  # a range with more logs than this makes the next one shorter
 
     def fetch(self, start: int, end: int) -> tuple[int, list[dict[str, Any]]]:
         """Logs of the record events in [start, to] for some start <= to <= end; returns (to, logs)."""
@@ -119,7 +152,9 @@ class LogFetcher:
                 continue
             if not isinstance(logs, list):
                 raise IndexerError(f"eth_getLogs answered {type(logs).__name__}, not a list")
-            if to - start + 1 >= self.span:
+            if len(logs) > self.target_logs:
+                self.span = max(1, (to - start + 1) * self.target_logs // len(logs))
+            elif to - start + 1 >= self.span and len(logs) < self.target_logs // 2:
                 self.span = min(self.max_span, self.span * 2)
             return to, logs
 
@@ -196,15 +231,104 @@ class Indexer:
             logger.info("indexing chain %d contract %s from block %d with %d confirmations",
                         self.config.chain_id, self.config.contract_address, self.config.start_block,
                         self.config.confirmations)
-            while not self.stop.is_set():
-                if not self.step():
+            self.prepare()
+            builder: threading.Thread | None = None
+            try:
+                while not self.stop.is_set():
+                    if self.catch_up():
+                        continue
+                    if (builder is None or not builder.is_alive()) and self.indexes_to_build():
+                        builder = self._start_index_build()
                     self.stop.wait(self.config.poll_interval)
+            finally:
+                if builder is not None:
+                    builder.join()
         logger.info("indexer stopped")
 
-    # ------------------------------------------------------------------ one step
+    # ------------------------------------------------------------------ bulk backfills
 
-    def step(self) -> bool:
-        """Indexes one batch (or undoes a reorg); False when caught up with the safe head."""
+    def prepare(self) -> None:
+        """Before indexing: drops the indexes an interrupted build left invalid, and decides
+        whether what lies ahead is a bulk backfill (indexes deferred, no change-log entry per change)."""
+        deployment = self.deployment or self.ensure_deployment()
+        indexes.repair()
+        state = SyncState.objects.get(deployment=deployment)
+        if state.bulk_from_block is not None:
+            logger.info("resuming the bulk backfill begun at block %d (%s)", state.bulk_from_block,
+                        f"indexes {indexes.index_state()}")
+            return
+        safe = int(self.rpc.call("eth_blockNumber", []), 16) - self.config.confirmations
+        last = state.last_indexed_block if state.last_indexed_block is not None else self.config.start_block - 1
+        if safe - last <= settings.BOUNTY_HEALTH_MAX_LAG_BLOCKS or not self._is_bulk(deployment, safe):
+            return
+        SyncState.objects.filter(pk=state.pk).update(bulk_from_block=last + 1)
+        if DEFER_INDEXES_ON.get(connection.vendor, False):
+            dropped = indexes.defer(deployment)
+            logger.info("bulk backfill from block %d: %d secondary indexes deferred until it has caught up",
+                        last + 1, dropped)
+        else:
+            logger.info("bulk backfill from block %d", last + 1)
+
+    def _is_bulk(self, deployment: Deployment, safe: int) -> bool:
+        mode: str = settings.BOUNTY_DEFER_INDEXES
+        if mode != "auto":
+            return mode == "always"
+        held = Deployment.objects.aggregate(n=Sum(F("bounty_total") + F("submission_total") + F("dispute_total")))["n"]
+        held = int(held or 0)
+        adding = self._rows_to_add(deployment, safe)
+        logger.info("the backfill adds %s rows to the %d the record tables hold",
+                    "an unknown number of" if adding is None else f"{adding:,}", held)
+        return held == 0 if adding is None else adding > held
+
+    def _rows_to_add(self, deployment: Deployment, safe: int) -> int | None:
+        """The contract's record counts at the safe head less what the deployment holds; None
+        when the node cannot tell (no state kept for that block, another contract)."""
+        try:
+            counts = self.rpc.batch([("eth_call", [{"to": self.config.contract_address, "data": selector}, hex(safe)])
+                                     for selector in _COUNTERS])
+            total = sum(int(count, 16) for count in counts)
+        except (RpcError, ValueError, TypeError):
+            return None
+        deployment.refresh_from_db(fields=["bounty_total", "submission_total", "dispute_total"])
+        return max(0, total - deployment.bounty_total - deployment.submission_total - deployment.dispute_total)
+
+    def indexes_to_build(self) -> bool:
+        """Whether the secondary indexes wait for this indexer to build them: deferred by its
+        deployment's backfill (or by none still known), which has caught up."""
+        if indexes.index_state() == IndexStateChoice.READY:
+            return False
+        owner = indexes.deferred_by()
+        return owner is None or owner == (self.deployment or self.ensure_deployment()).pk
+
+    def build_indexes(self) -> float:
+        """Builds the deferred secondary indexes; returns the seconds it took."""
+        return indexes.build(self.deployment, report=logger.info, stop=self.stop)
+
+    def _start_index_build(self) -> threading.Thread | None:
+        """On PostgreSQL the build runs beside the indexing (CONCURRENTLY); SQLite builds here."""
+        if connection.vendor != "postgresql":
+            self.build_indexes()
+            return None
+
+        def build() -> None:
+            try:
+                self.build_indexes()
+            except indexes.BuildStopped as stopped:
+                logger.info("%s", stopped)
+            except Exception:
+                logger.exception("the index build failed; it is tried again at the next start")
+            finally:
+                connection.close()
+
+        thread = threading.Thread(target=build, name="indexer-index-build", daemon=True)
+        thread.start()
+        return thread
+
+    # ------------------------------------------------------------------ indexing
+
+    def catch_up(self) -> bool:
+        """Indexes up to the safe head, reading ahead while it writes (or undoes a reorg); False
+        when there was nothing to do."""
         deployment = self.deployment or self.ensure_deployment()
         head = int(self.rpc.call("eth_blockNumber", []), 16)
         safe = head - self.config.confirmations
@@ -213,18 +337,68 @@ class Indexer:
             return True
         last = state.last_indexed_block if state.last_indexed_block is not None else self.config.start_block - 1
         if last >= safe:
-            SyncState.objects.filter(pk=state.pk).update(head_block=head, last_heartbeat=timezone.now())
-            self.progress = None
+            self._caught_up(state, head)
             return False
-        to, raw_logs = self.fetcher.fetch(last + 1, safe)
-        events = self._decode(raw_logs, last + 1, to)
-        headers = self._headers(sorted({e.log.block_number for e in events} | {to}))
-        if headers is None or any(headers[e.log.block_number]["hash"] != e.log.block_hash for e in events):
-            logger.warning("blocks %d-%d changed while being read (a reorganisation); reading them again", last + 1, to)
-            return True
-        counts = self._commit(deployment, state, last, to, head, events, headers)
-        self._report(last + 1, to, safe, counts)
+        parent = self._tip_hash(deployment, last)
+        memory = RecordMemory()
+        with ReadAhead(lambda start: self.read(start, safe, head), last + 1, safe, self.config.read_ahead,
+                       self.stop) as batches:
+            for batch in batches:
+                if batch.parent_hash != parent:
+                    logger.warning("block %d changed while blocks after it were read (a reorganisation); "
+                                   "checking the indexed blocks", batch.start - 1)
+                    return True
+                self._commit(deployment, batch, memory)
+                parent = batch.headers[batch.to]["hash"]
         return True
+
+    def step(self) -> bool:
+        """Indexes one getLogs range (or undoes a reorg); False when caught up with the safe head."""
+        deployment = self.deployment or self.ensure_deployment()
+        head = int(self.rpc.call("eth_blockNumber", []), 16)
+        safe = head - self.config.confirmations
+        state = SyncState.objects.get(deployment=deployment)
+        if self._undo_reorg(deployment, state):
+            return True
+        last = state.last_indexed_block if state.last_indexed_block is not None else self.config.start_block - 1
+        if last >= safe:
+            self._caught_up(state, head)
+            return False
+        batches = self.read(last + 1, safe, head)
+        if batches is None:
+            return True
+        for batch in batches:
+            self._commit(deployment, batch)
+        return True
+
+    def _caught_up(self, state: SyncState, head: int) -> None:
+        SyncState.objects.filter(pk=state.pk).update(head_block=head, last_heartbeat=timezone.now())
+        self.progress = None
+
+    def _tip_hash(self, deployment: Deployment, last: int) -> str | None:
+        if last < self.config.start_block:
+            return None
+        return IndexedBlock.objects.filter(deployment=deployment, number=last).values_list("hash", flat=True).first()
+
+    def read(self, start: int, safe: int, head: int) -> list[Batch] | None:
+        """The record events of the next getLogs range from `start`, with the block headers,
+        in batches of about `batch_logs` events; None when the blocks changed while being read."""
+        to, raw_logs = self.fetcher.fetch(start, safe)
+        events = self._decode(raw_logs, start, to)
+        numbers = {e.log.block_number for e in events} | {to}
+        if start > self.config.start_block:
+            numbers.add(start - 1)
+        headers = self._headers(sorted(numbers))
+        if headers is None or any(headers[e.log.block_number]["hash"] != e.log.block_hash for e in events):
+            logger.warning("blocks %d-%d changed while being read (a reorganisation); reading them again", start, to)
+            return None
+        parent = headers[start - 1]["hash"] if start - 1 in headers else None
+        batches = []
+        for first, last, part in _split(events, start, to, self.config.batch_logs):
+            blocks = {e.log.block_number for e in part} | {last}
+            batches.append(Batch(first, last, head, safe, part, {n: headers[n] for n in sorted(blocks)}, parent))
+            parent = headers[last]["hash"]
+        return batches
 
     def _decode(self, raw_logs: list[dict[str, Any]], start: int, to: int) -> list[RecordEvent]:
         events: list[RecordEvent] = []
@@ -254,42 +428,59 @@ class Indexer:
         return headers
 
     @transaction.atomic
-    def _commit(self, deployment: Deployment, state: SyncState, last: int, to: int, head: int,
-                events: list[RecordEvent], headers: dict[int, dict[str, Any]]) -> Counter[str]:
+    def _commit(self, deployment: Deployment, batch: Batch, memory: RecordMemory | None = None) -> None:
+        """Applies and writes one batch with the progress it makes, in one transaction. `memory`
+        holds the records written by the batches before (of this catch-up), as they are in the
+        database, so that they need not be read back; it is dropped with the catch-up on an error."""
         defer_search_index_merge()
-        locked = SyncState.objects.select_for_update().get(pk=state.pk)
-        if locked.last_indexed_block != state.last_indexed_block:
+        locked = SyncState.objects.select_for_update().get(deployment=deployment)
+        expected = batch.start - 1 if batch.start > self.config.start_block else None
+        if locked.last_indexed_block != expected:
             raise IndexerError("the sync state moved under this indexer: is another writer running without the lock?")
-        store = RecordStore(deployment)
-        store.load(events)
-        times = {number: chain_time(int(header["timestamp"], 16)) for number, header in headers.items()}
+        bulk = locked.bulk_from_block is not None
+        memory = memory or RecordMemory()
+        store = RecordStore(deployment, memory.bounties, memory.submissions, memory.disputes,
+                            messages=None if bulk else [])
+        store.load(batch.events)
+        times = {number: chain_time(int(header["timestamp"], 16)) for number, header in batch.headers.items()}
         # A reorganisation never rolls back to below the oldest block hash kept after this batch
         # (see _common_ancestor), so the logs of the blocks up to there need no undo entries.
-        undo_floor = to - self.config.kept_blocks
+        undo_floor = batch.to - self.config.kept_blocks
         ledger: list[tuple[Any, ...]] = []
-        messages: list[Message] = []
-        for event in events:
+        for event in batch.events:
             log = event.log
-            applied = apply_event(store, event, times[log.block_number])
+            undo = apply_event(store, event, times[log.block_number], undo=log.block_number > undo_floor)
             ledger.append((deployment.pk, log.block_number, log.block_hash, log.tx_hash, log.log_index,
-                           type(event).__name__, applied.undo if log.block_number > undo_floor else []))
-            messages.extend(applied.messages)
+                           type(event).__name__, undo))
+        messages = store.messages or []
         # The records first: the database indexes them while the payloads are rendered.
         with RowStream() as stream:
             store.save(stream)
-            stream.insert(ChangeLogEntry, _CHANGE_COLUMNS, self._entries(deployment, locked.last_seq, store, messages))
+            entries = self._entries(deployment, locked.last_seq, store, messages)
+            if bulk and batch.final:  # the bulk backfill is over: its clients need a new snapshot
+                entries.append((deployment.pk, locked.last_seq + 1, MessageType.RESYNC,
+                                {"from_block": locked.bulk_from_block, "to_block": batch.to}, batch.to,
+                                timezone.now()))
+                locked.bulk_from_block = None
+            stream.insert(ChangeLogEntry, _CHANGE_COLUMNS, entries)
             stream.insert(AppliedLog, _LEDGER_COLUMNS, ledger)
             stream.insert(IndexedBlock, _BLOCK_COLUMNS, [(deployment.pk, number, header["hash"], header["parentHash"],
-                                                          times[number]) for number, header in sorted(headers.items())])
-        if messages:  # wake the websocket feeds of every server process once this commits
+                                                          times[number]) for number, header in batch.headers.items()])
+        if entries:  # wake the websocket feeds of every server process once this commits
             transaction.on_commit(notify_changes)
-        IndexedBlock.objects.filter(deployment=deployment, number__lt=to - self.config.kept_blocks).delete()
-        locked.last_indexed_block = to
-        locked.last_seq += len(messages)
-        locked.head_block = head
+        IndexedBlock.objects.filter(deployment=deployment, number__lt=batch.to - self.config.kept_blocks).delete()
+        if batch.final:
+            locked.backfill_from_block = locked.backfill_to_block = None
+        else:
+            locked.backfill_from_block = locked.backfill_from_block or batch.start
+            locked.backfill_to_block = batch.safe
+        locked.last_indexed_block = batch.to
+        locked.last_seq += len(entries)
+        locked.head_block = batch.head
         locked.last_heartbeat = timezone.now()
         locked.save()
-        return Counter(message.type for message in messages)
+        self._report(batch, len(batch.events), Counter(message.type for message in messages))
+        memory.forget_beyond(RECORD_MEMORY)
 
     @staticmethod
     def _entries(deployment: Deployment, last_seq: int, store: RecordStore,
@@ -352,19 +543,114 @@ class Indexer:
 
     # ------------------------------------------------------------------ reporting
 
-    def _report(self, start: int, to: int, safe: int, counts: Counter[str]) -> None:
-        applied = sum(counts.values())
-        if to < safe or (self.progress is not None and to < self.progress.target_block):
+    def _report(self, batch: Batch, applied: int, counts: Counter[str]) -> None:
+        if not batch.final or (self.progress is not None and batch.to < self.progress.target_block):
             if self.progress is None:
-                self.progress = Progress(first_block=start, target_block=safe)
+                self.progress = Progress(first_block=batch.start, target_block=batch.safe)
             self.progress.events += applied
-            logger.info(self.progress.line(to))
+            logger.info(self.progress.line(batch.to))
             return
         if self.progress is not None:
             self.progress.events += applied
-            logger.info(self.progress.line(to))
+            logger.info(self.progress.line(batch.to))
             logger.info("backfill done; following the head")
             self.progress = None
-        if applied:
+        if counts:
             detail = ", ".join(f"{kind} x{n}" for kind, n in sorted(counts.items()))
-            logger.info("applied blocks %d-%d: %s", start, to, detail)
+            logger.info("applied blocks %d-%d: %s", batch.start, batch.to, detail)
+        elif applied:
+            logger.info("applied blocks %d-%d: %d events", batch.start, batch.to, applied)
+
+
+@dataclass
+class RecordMemory:
+    """Records as the last committed batch left them, carried to the next batch of a catch-up:
+    a backfill changes records soon after creating them, and reading them back costs more than
+    applying the events."""
+
+    bounties: dict[int, Any] = field(default_factory=dict)
+    submissions: dict[int, Any] = field(default_factory=dict)
+    disputes: dict[int, Any] = field(default_factory=dict)
+
+    def forget_beyond(self, size: int) -> None:
+        """Bounds the memory: forgets everything once it holds more than `size` records."""
+        if len(self.bounties) + len(self.submissions) + len(self.disputes) > size:
+            self.bounties.clear()
+            self.submissions.clear()
+            self.disputes.clear()
+
+
+def _split(events: list[RecordEvent], start: int, to: int, size: int) -> Iterator[tuple[int, int, list[RecordEvent]]]:
+    """Blocks start..to as consecutive ranges (first, last, their events) of about `size` events,
+    cut only between blocks."""
+    first, part = start, []
+    for i, event in enumerate(events):
+        part.append(event)
+        block = event.log.block_number
+        if len(part) >= size and (i + 1 == len(events) or events[i + 1].log.block_number != block) and block < to:
+            yield first, block, part
+            first, part = block + 1, []
+    yield first, to, part
+
+
+_END = object()
+
+
+class ReadAhead:
+    """Reads batches on a thread of its own while the caller commits the ones before: the node's
+    work and the decoding overlap the database's. At most `depth` batches wait in the queue, so
+    memory stays bounded however far behind the indexer is. Iterating yields the batches in
+    order up to `safe`; an error of the reader is raised there. Leaving the block stops it."""
+
+    def __init__(self, read: Callable[[int], list[Batch] | None], first: int, safe: int, depth: int,
+                 stop: threading.Event) -> None:
+        self._read = read
+        self._first = first
+        self._safe = safe
+        self._queue: queue.Queue[Batch | BaseException | object] = queue.Queue(maxsize=max(1, depth))
+        self._closed = threading.Event()
+        self._stop = stop
+        self._thread = threading.Thread(target=self._run, name="indexer-read-ahead", daemon=True)
+
+    def __enter__(self) -> Iterator[Batch]:
+        self._thread.start()
+        return self._batches()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._closed.set()  # a reader waiting to put sees it within its timeout
+        self._thread.join()
+
+    def _put(self, item: object) -> bool:
+        while not self._closed.is_set():
+            try:
+                self._queue.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def _run(self) -> None:
+        start = self._first
+        try:
+            while start <= self._safe and not self._closed.is_set() and not self._stop.is_set():
+                batches = self._read(start)
+                if batches is None:  # the chain changed under the read: the caller checks it again
+                    break
+                for batch in batches:
+                    if not self._put(batch):
+                        return
+                start = batches[-1].to + 1
+        except BaseException as exc:  # raised in the caller's thread
+            self._put(exc)
+            return
+        self._put(_END)
+
+    def _batches(self) -> Iterator[Batch]:
+        while True:
+            item = self._queue.get()
+            if item is _END:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            assert isinstance(item, Batch)
+            yield item

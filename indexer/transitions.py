@@ -2,9 +2,10 @@
 
 A batch of decoded events is applied to a `RecordStore`: the records the batch touches, loaded
 in a few queries up front, changed in memory by the `apply_*` functions below, and written
-back in bulk. Each application returns the change-log messages it causes (the record as the API
-serializes it, right after the change) and the undo entries that restore the previous state if
-the log's block is orphaned by a reorganisation.
+back in bulk. Each application adds the change-log messages it causes to the store (the record
+as the API serializes it, right after the change; a bulk backfill keeps none) and returns the
+undo entries that restore the previous state if the log's block is orphaned by a
+reorganisation (none for blocks too deep for one to reach).
 
 `save` renders each record it writes once, from its final state: the search text and the JSON
 body (records.representation) that lists and snapshots send as they are. A message keeps the
@@ -18,6 +19,7 @@ created; `{"kind": ..., "id": ..., "before": {"status": "open", ...}}` restores 
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 from collections.abc import Callable, Iterable
@@ -30,7 +32,7 @@ from django.db.models import F
 from django.db.models.base import ModelState
 from django.db.models.signals import post_init, pre_init
 
-from indexer.bulk import RowStream, insert_rows
+from indexer.bulk import RowStream, insert_rows, update_rows
 from indexer.events import (
     BountyCreated,
     BountyFinalized,
@@ -116,12 +118,6 @@ class Message:
 
 
 @dataclass
-class Applied:
-    messages: list[Message]
-    undo: list[UndoEntry]
-
-
-@dataclass
 class RecordStore:
     """The records of one deployment that a batch reads and writes."""
 
@@ -132,6 +128,11 @@ class RecordStore:
     created: set[tuple[Kind, int]] = field(default_factory=set)
     changed: set[tuple[Kind, int]] = field(default_factory=set)
     removed: set[tuple[Kind, int]] = field(default_factory=set)
+    # The change-log messages of the applied events, in order; None: none are kept (a bulk backfill).
+    messages: list[Message] | None = field(default_factory=list)
+    # The event being applied: its block, and its undo entries (None: it needs none).
+    block_number: int = 0
+    undo: list[UndoEntry] | None = None
 
     def load(self, events: Iterable[RecordEvent]) -> None:
         """Fetches every existing record the events refer to, one query per kind."""
@@ -160,11 +161,27 @@ class RecordStore:
         return table[key]
 
     def add(self, kind: Kind, key: int, record: Record) -> None:
+        """A record the current event creates."""
         table = self._table(kind)[2]
         if key in table:
             raise InconsistentChain(f"{kind} {key} is created twice")
         table[key] = record
         self.created.add((kind, key))
+        if self.undo is not None:
+            self.undo.append({"kind": kind, "id": key, "before": None})
+
+    def change(self, kind: Kind, key: int) -> Any:
+        """An existing record the current event changes (after noting its undo entry)."""
+        record = self.get(kind, key)
+        if self.undo is not None:
+            self.undo.append({"kind": kind, "id": key, "before": {f: getattr(record, f) for f in MUTABLE_FIELDS[kind]}})
+        self.touch(kind, key)
+        return record
+
+    def log(self, type_: MessageType, kind: Kind, key: int) -> None:
+        """The change-log message of the current event about a record as it is now."""
+        if self.messages is not None:
+            self.messages.append(self.message(type_, kind, key, self.block_number))
 
     def touch(self, kind: Kind, key: int) -> None:
         if (kind, key) not in self.created:
@@ -191,12 +208,14 @@ class RecordStore:
                 for key in gone:
                     table.pop(key, None)
         for kind in KINDS:
-            model, _, table = self._table(kind)
+            model, id_field, table = self._table(kind)
             dirty = [key for k, key in sorted(self.changed) if k == kind and key in table]
             for key in dirty:
                 self._render(kind, key)
             if dirty:
-                model.objects.bulk_update([table[key] for key in dirty], _WRITTEN_FIELDS[kind], batch_size=500)
+                names = _WRITTEN_FIELDS[kind]
+                rows = [[self.deployment.pk, key, *(getattr(table[key], name) for name in names)] for key in dirty]
+                update_rows(model, ("deployment_id", id_field), names, rows)
         self._keep_chain_order()  # before `stream` owns the connection
         for kind in KINDS:
             model, _, table = self._table(kind)
@@ -285,16 +304,35 @@ def _new(model: type[_R], **values: Any) -> _R:
     What `Model.__init__` does for attnames, without its per-field checks and its pre_init and
     post_init signals (no receiver for these models): a quarter of its cost, which is a large
     part of a backfill's in-memory work."""
-    if pre_init.has_listeners(model) or post_init.has_listeners(model):
+    listened = (pre_init.receivers or post_init.receivers) and (
+        pre_init.has_listeners(model) or post_init.has_listeners(model))
+    if listened:
         arguments = [values[f.attname] if f.attname in values else f.get_default() for f in model._meta.concrete_fields]
         construct: Callable[..., _R] = model  # the stubs' plugin reads *args as the primary key
         return construct(*arguments)
     record = model.__new__(model)
     record._state = ModelState()
     fields = record.__dict__
-    for field_ in model._meta.concrete_fields:
-        fields[field_.attname] = values[field_.attname] if field_.attname in values else field_.get_default()
+    constants, computed = _defaults(model)
+    fields.update(constants)
+    fields.update(values)
+    for field_ in computed:
+        if field_.attname not in values:
+            fields[field_.attname] = field_.get_default()
     return record
+
+
+@functools.cache
+def _defaults(model: type[Any]) -> tuple[dict[str, Any], list[Any]]:
+    """The model's fields' defaults: those that are constants (immutable, so shared), by attname,
+    and the fields whose default is computed per record."""
+    constants, computed = {}, []
+    for field_ in model._meta.concrete_fields:
+        if field_.has_default() and callable(field_.default):
+            computed.append(field_)
+        else:
+            constants[field_.attname] = field_.get_default()
+    return constants, computed
 
 
 def _references(event: RecordEvent) -> list[tuple[Kind, int]]:
@@ -317,29 +355,6 @@ def _references(event: RecordEvent) -> list[tuple[Kind, int]]:
             return [("submission", submission_id)]
 
 
-def _before(store: RecordStore, kind: Kind, key: int) -> UndoEntry:
-    record = store.get(kind, key)
-    return {"kind": kind, "id": key, "before": {f: getattr(record, f) for f in MUTABLE_FIELDS[kind]}}
-
-
-def _message(type_: MessageType, store: RecordStore, kind: Kind, key: int, event: RecordEvent) -> Message:
-    """The change-log message carrying the record as it is now."""
-    return store.message(type_, kind, key, event.log.block_number)
-
-
-def _updated(store: RecordStore, kind: Kind, key: int, event: RecordEvent) -> Message:
-    """The side-effect message for a related record the event changed."""
-    return _message(UPDATED_TYPE[kind], store, kind, key, event)
-
-
-def _set_status(store: RecordStore, kind: Kind, key: int, status: str) -> UndoEntry:
-    """Changes an existing record's status; returns the undo entry that restores it."""
-    undo = _before(store, kind, key)
-    store.get(kind, key).status = status
-    store.touch(kind, key)
-    return undo
-
-
 def _source(event: RecordEvent, block_time: datetime) -> dict[str, Any]:
     return {
         "tx_hash": event.log.tx_hash,
@@ -349,7 +364,7 @@ def _source(event: RecordEvent, block_time: datetime) -> dict[str, Any]:
     }
 
 
-def apply_bounty_created(store: RecordStore, event: BountyCreated, block_time: datetime) -> Applied:
+def apply_bounty_created(store: RecordStore, event: BountyCreated, block_time: datetime) -> None:
     bounty = _new(
         Bounty,
         deployment_id=store.deployment.pk,
@@ -369,15 +384,11 @@ def apply_bounty_created(store: RecordStore, event: BountyCreated, block_time: d
         **_source(event, block_time),
     )
     store.add("bounty", event.bounty_id, bounty)
-    return Applied(
-        [_message(MessageType.BOUNTY_CREATED, store, "bounty", event.bounty_id, event)],
-        [{"kind": "bounty", "id": event.bounty_id, "before": None}],
-    )
+    store.log(MessageType.BOUNTY_CREATED, "bounty", event.bounty_id)
 
 
-def apply_submission_created(store: RecordStore, event: SubmissionCreated, block_time: datetime) -> Applied:
-    undo = [_before(store, "bounty", event.bounty_id)]
-    bounty: Bounty = store.get("bounty", event.bounty_id)
+def apply_submission_created(store: RecordStore, event: SubmissionCreated, block_time: datetime) -> None:
+    bounty: Bounty = store.change("bounty", event.bounty_id)
     submission = _new(
         Submission,
         deployment_id=store.deployment.pk,
@@ -396,17 +407,11 @@ def apply_submission_created(store: RecordStore, event: SubmissionCreated, block
     )
     store.add("submission", event.submission_id, submission)
     bounty.submission_count += 1
-    store.touch("bounty", event.bounty_id)
-    undo.append({"kind": "submission", "id": event.submission_id, "before": None})
-    return Applied(
-        [_message(MessageType.SUBMISSION_CREATED, store, "submission", event.submission_id, event)],
-        undo,
-    )
+    store.log(MessageType.SUBMISSION_CREATED, "submission", event.submission_id)
 
 
-def apply_dispute_created(store: RecordStore, event: DisputeCreated, block_time: datetime) -> Applied:
-    undo = [_before(store, "submission", event.submission_id)]
-    submission: Submission = store.get("submission", event.submission_id)
+def apply_dispute_created(store: RecordStore, event: DisputeCreated, block_time: datetime) -> None:
+    submission: Submission = store.change("submission", event.submission_id)
     dispute = _new(
         Dispute,
         deployment_id=store.deployment.pk,
@@ -424,75 +429,61 @@ def apply_dispute_created(store: RecordStore, event: DisputeCreated, block_time:
     store.add("dispute", event.dispute_id, dispute)
     submission.status = SubmissionStatus.DISPUTED
     submission.dispute_count += 1
-    store.touch("submission", event.submission_id)
-    undo.append({"kind": "dispute", "id": event.dispute_id, "before": None})
-    return Applied(
-        [_message(MessageType.DISPUTE_CREATED, store, "dispute", event.dispute_id, event),
-         _updated(store, "submission", event.submission_id, event)],
-        undo,
-    )
+    store.log(MessageType.DISPUTE_CREATED, "dispute", event.dispute_id)
+    store.log(MessageType.SUBMISSION_UPDATED, "submission", event.submission_id)
 
 
-def apply_dispute_resolved(store: RecordStore, event: DisputeResolved, block_time: datetime) -> Applied:
+def apply_dispute_resolved(store: RecordStore, event: DisputeResolved, block_time: datetime) -> None:
     submission_status = SUBMISSION_STATUS_BY_ENUM.get(event.submission_status)
     if submission_status is None:
         raise InconsistentChain(f"DisputeResolved carries unknown submission status {event.submission_status}")
-    dispute_status = DisputeStatus.UPHELD if event.upheld else DisputeStatus.REJECTED
-    undo = [_set_status(store, "dispute", event.dispute_id, dispute_status),
-            _set_status(store, "submission", event.submission_id, submission_status)]
-    return Applied(
-        [_message(MessageType.DISPUTE_RESOLVED, store, "dispute", event.dispute_id, event),
-         _updated(store, "submission", event.submission_id, event)],
-        undo,
-    )
+    store.change("dispute", event.dispute_id).status = DisputeStatus.UPHELD if event.upheld else DisputeStatus.REJECTED
+    store.change("submission", event.submission_id).status = submission_status
+    store.log(MessageType.DISPUTE_RESOLVED, "dispute", event.dispute_id)
+    store.log(MessageType.SUBMISSION_UPDATED, "submission", event.submission_id)
 
 
-def apply_dispute_cancelled(store: RecordStore, event: DisputeCancelled, block_time: datetime) -> Applied:
-    undo = [_set_status(store, "dispute", event.dispute_id, DisputeStatus.CANCELLED)]
-    return Applied([_message(MessageType.DISPUTE_CANCELLED, store, "dispute", event.dispute_id, event)], undo)
+def apply_dispute_cancelled(store: RecordStore, event: DisputeCancelled, block_time: datetime) -> None:
+    store.change("dispute", event.dispute_id).status = DisputeStatus.CANCELLED
+    store.log(MessageType.DISPUTE_CANCELLED, "dispute", event.dispute_id)
 
 
-def apply_bounty_finalized(store: RecordStore, event: BountyFinalized, block_time: datetime) -> Applied:
-    undo = [_set_status(store, "bounty", event.bounty_id, BountyStatus.RESOLVED),
-            _set_status(store, "submission", event.submission_id, SubmissionStatus.ACCEPTED)]
-    return Applied(
-        [_message(MessageType.BOUNTY_FINALIZED, store, "bounty", event.bounty_id, event),
-         _updated(store, "submission", event.submission_id, event)],
-        undo,
-    )
+def apply_bounty_finalized(store: RecordStore, event: BountyFinalized, block_time: datetime) -> None:
+    store.change("bounty", event.bounty_id).status = BountyStatus.RESOLVED
+    store.change("submission", event.submission_id).status = SubmissionStatus.ACCEPTED
+    store.log(MessageType.BOUNTY_FINALIZED, "bounty", event.bounty_id)
+    store.log(MessageType.SUBMISSION_UPDATED, "submission", event.submission_id)
 
 
-def apply_bounty_refunded(store: RecordStore, event: BountyRefunded, block_time: datetime) -> Applied:
-    undo = [_set_status(store, "bounty", event.bounty_id, BountyStatus.REFUNDED)]
-    return Applied([_message(MessageType.BOUNTY_REFUNDED, store, "bounty", event.bounty_id, event)], undo)
+def apply_bounty_refunded(store: RecordStore, event: BountyRefunded, block_time: datetime) -> None:
+    store.change("bounty", event.bounty_id).status = BountyStatus.REFUNDED
+    store.log(MessageType.BOUNTY_REFUNDED, "bounty", event.bounty_id)
 
 
-def apply_submission_refunded(store: RecordStore, event: SubmissionRefunded, block_time: datetime) -> Applied:
-    undo = [_set_status(store, "submission", event.submission_id, SubmissionStatus.REFUNDED)]
-    return Applied(
-        [_message(MessageType.SUBMISSION_REFUNDED, store, "submission", event.submission_id, event)], undo
-    )
+def apply_submission_refunded(store: RecordStore, event: SubmissionRefunded, block_time: datetime) -> None:
+    store.change("submission", event.submission_id).status = SubmissionStatus.REFUNDED
+    store.log(MessageType.SUBMISSION_REFUNDED, "submission", event.submission_id)
 
 
-def apply_event(store: RecordStore, event: RecordEvent, block_time: datetime) -> Applied:
-    """Applies one decoded event to the store."""
-    match event:
-        case BountyCreated():
-            return apply_bounty_created(store, event, block_time)
-        case SubmissionCreated():
-            return apply_submission_created(store, event, block_time)
-        case DisputeCreated():
-            return apply_dispute_created(store, event, block_time)
-        case DisputeResolved():
-            return apply_dispute_resolved(store, event, block_time)
-        case DisputeCancelled():
-            return apply_dispute_cancelled(store, event, block_time)
-        case BountyFinalized():
-            return apply_bounty_finalized(store, event, block_time)
-        case BountyRefunded():
-            return apply_bounty_refunded(store, event, block_time)
-        case SubmissionRefunded():
-            return apply_submission_refunded(store, event, block_time)
+_APPLY: dict[type[Any], Callable[[RecordStore, Any, datetime], None]] = {
+    BountyCreated: apply_bounty_created,
+    SubmissionCreated: apply_submission_created,
+    DisputeCreated: apply_dispute_created,
+    DisputeResolved: apply_dispute_resolved,
+    DisputeCancelled: apply_dispute_cancelled,
+    BountyFinalized: apply_bounty_finalized,
+    BountyRefunded: apply_bounty_refunded,
+    SubmissionRefunded: apply_submission_refunded,
+}
+
+
+def apply_event(store: RecordStore, event: RecordEvent, block_time: datetime, *, undo: bool = True) -> list[UndoEntry]:
+    """Applies one decoded event to the store; returns its undo entries (none unless `undo`),
+    which restore what it changed, newest last."""
+    store.block_number = event.log.block_number
+    store.undo = [] if undo else None
+    _APPLY[type(event)](store, event, block_time)
+    return store.undo or []
 
 
 UPDATED_TYPE: dict[Kind, MessageType] = {

@@ -62,9 +62,10 @@ SNAPSHOT_STALL_SECONDS = 30  # a client that takes longer to accept a snapshot c
 MessageType = Literal[
     "bounty.created", "submission.created", "dispute.created", "dispute.resolved", "dispute.cancelled",
     "bounty.finalized", "bounty.refunded", "submission.refunded", "bounty.updated", "submission.updated",
-    "dispute.updated", "bounty.removed", "submission.removed", "dispute.removed",
+    "dispute.updated", "bounty.removed", "submission.removed", "dispute.removed", "resync",
 ]
 SnapshotType = Literal["bounty.created", "submission.created", "dispute.created"]
+RESYNC: MessageType = "resync"  # a bulk backfill's changes, not logged one by one: a new snapshot follows
 
 
 class LiveMessage(TypedDict):
@@ -77,6 +78,21 @@ class SnapshotMessage(TypedDict):
     type: SnapshotType
     payload: orjson.Fragment  # the record's stored JSON (records.representation.record_body)
     snapshot: Literal[True]
+    seq: int  # the change-log seq the snapshot is current at
+
+
+class SnapshotCounts(TypedDict):
+    bounties: int
+    submissions: int
+    disputes: int
+
+
+class SnapshotComplete(TypedDict):
+    """After the snapshot's last record: from here on `seq` is a resume point (`?since=`)."""
+
+    type: Literal["snapshot.complete"]
+    payload: SnapshotCounts
+    seq: int
 
 
 Send = Callable[[bytes], Awaitable[None]]  # sends websocket text frames (one or more, concatenated)
@@ -109,7 +125,7 @@ def frame_texts(frames: bytes) -> Iterator[str]:
         position += size
 
 
-def encode(message: LiveMessage | SnapshotMessage) -> bytes:
+def encode(message: LiveMessage | SnapshotMessage | SnapshotComplete) -> bytes:
     """The message's frame."""
     return text_frame(orjson.dumps(message))
 
@@ -130,6 +146,10 @@ def _last_seq(deployment_id: int) -> int:
     return SyncState.objects.filter(deployment_id=deployment_id).values_list("last_seq", flat=True).first() or 0
 
 
+class Resync(Exception):
+    """The client was sent a `resync` message: it gets a new snapshot next."""
+
+
 class ChangesGone(Exception):
     """The change log no longer holds seqs a reader needs: pruned meanwhile (indexer.changelog).
     Its clients are closed (1011) and, reconnecting with `since`, get a snapshot."""
@@ -139,15 +159,26 @@ class ChangesGone(Exception):
         self.first = first
 
 
-def read_changes(deployment_id: int, first: int, last: int) -> list[tuple[int, bytes]]:
-    """The frames of the live messages of seqs first..last (at most READ_CHUNK of them), in order.
-    ChangesGone if the log holds later seqs but no longer `first`."""
+class Changes(list[tuple[int, bytes]]):
+    """(seq, frame) of consecutive live messages, ending at the first `resync` among them, if any."""
+
+    resync: bool = False
+
+
+def read_changes(deployment_id: int, first: int, last: int) -> Changes:
+    """The frames of the live messages of seqs first..last (at most READ_CHUNK of them), in order,
+    through the first `resync`. ChangesGone if the log holds later seqs but no longer `first`."""
     rows = (ChangeLogEntry.objects.filter(deployment_id=deployment_id, seq__gte=first, seq__lte=last)
             .order_by("seq").values_list("seq", "type", "payload")[:READ_CHUNK])
     if rows and rows[0][0] != first:
         raise ChangesGone(first)
-    return [(seq, encode(LiveMessage(type=cast(MessageType, kind), payload=payload, seq=seq)))
-            for seq, kind, payload in rows]
+    changes = Changes()
+    for seq, kind, payload in rows:
+        changes.append((seq, encode(LiveMessage(type=cast(MessageType, kind), payload=payload, seq=seq))))
+        if kind == RESYNC:
+            changes.resync = True
+            break
+    return changes
 
 
 def resume_point(since: int) -> int | None:
@@ -182,21 +213,25 @@ class SnapshotReader:
         self.last_seq = 0
         self._messages: Iterator[bytes] = iter(())
         self._snapshot = ExitStack()  # the read transaction, from open() to close()
+        self._counts = SnapshotCounts(bounties=0, submissions=0, disputes=0)
 
     def open(self) -> None:
         self._snapshot.enter_context(read_snapshot())
         deployment = active_deployment()
-        if deployment is None:
-            return
-        self.last_seq = _last_seq(deployment.pk)
-        self._messages = itertools.chain.from_iterable(self._kind(deployment, *kind) for kind in _SNAPSHOT_KINDS)
+        if deployment is not None:
+            self.last_seq = _last_seq(deployment.pk)
+            self._messages = itertools.chain.from_iterable(self._kind(deployment, *kind) for kind in _SNAPSHOT_KINDS)
+        self._messages = itertools.chain(self._messages, self._complete())
 
-    @staticmethod
-    def _kind(deployment: Deployment, resource: Resource, kind: SnapshotType) -> Iterator[bytes]:
+    def _kind(self, deployment: Deployment, resource: Resource, kind: SnapshotType) -> Iterator[bytes]:
         query = ListQuery(resource=resource, descending=False, deployments=DeploymentFilter(
             chain_id=deployment.chain_id, contract_address=deployment.contract_address))
         for body in record_bodies(query, chunk_size=SNAPSHOT_CHUNK * 4):  # the records' stored JSON
-            yield encode(SnapshotMessage(type=kind, payload=orjson.Fragment(body), snapshot=True))
+            self._counts[resource] += 1
+            yield encode(SnapshotMessage(type=kind, payload=orjson.Fragment(body), snapshot=True, seq=self.last_seq))
+
+    def _complete(self) -> Iterator[bytes]:
+        yield encode(SnapshotComplete(type="snapshot.complete", payload=self._counts, seq=self.last_seq))
 
     def next_chunk(self) -> bytes:
         """The frames of the next SNAPSHOT_CHUNK messages; empty at the end."""
@@ -295,10 +330,10 @@ class Outbox:
         while not self._batches and not self.overflowed and self.failure is None:
             self._ready.clear()
             await self._ready.wait()
-        if self.failure is not None:
-            raise self.failure
         if self.overflowed:
             raise TooSlow
+        if not self._batches and self.failure is not None:  # what was put before the failure goes first
+            raise self.failure
         frames = self._batches.popleft() if len(self._batches) == 1 else b"".join(self._batches)
         self._batches.clear()
         self._count = 0
@@ -339,13 +374,18 @@ class LiveFeed:
                     if not rows:  # seqs up to the cursor were there when the feed read them
                         raise ChangesGone(outbox.next_seq)
                     outbox.put(rows[0][0], [frame for _, frame in rows])
-                    self.subscribers.add(outbox)
+                    if rows.resync:
+                        outbox.fail(Resync())
+                    else:
+                        self.subscribers.add(outbox)
                     return
                 deployment_id, last = self.deployment_id, self.cursor
             rows = await database_sync_to_async(read_changes)(deployment_id, outbox.next_seq, last)
             if not rows:  # seqs up to `last` were there when the feed read them
                 raise ChangesGone(outbox.next_seq)
             await send(b"".join(frame for _, frame in rows))
+            if rows.resync:
+                raise Resync
             outbox.next_seq = rows[-1][0] + 1
 
     def unsubscribe(self, outbox: Outbox) -> None:
@@ -402,6 +442,11 @@ class LiveFeed:
                         outbox.put(part[0][0], frames, joined)
                     self.cursor = part[-1][0]
                     await asyncio.sleep(0)  # let the clients' senders drain before the next slice
+                if rows.resync:  # every client gets a new snapshot, and joins the feed again after it
+                    for outbox in self.subscribers:
+                        outbox.fail(Resync())
+                    self.subscribers.clear()
+                    return
                 if len(rows) < READ_CHUNK:
                     return
 
@@ -453,18 +498,21 @@ async def run_stream(since: int | None, send: Send, on_too_slow: Callable[[], No
     cancelled (through `write_now` when the server offers it). A client too slow to read is
     reported through `on_too_slow`."""
     start = await database_sync_to_async(resume_point)(since) if since is not None else None
-    if start is None:
+    while True:
+        if start is None:
+            try:
+                start = await stream_snapshot(send)
+            except TooSlow:
+                on_too_slow()
+                return
+        outbox = Outbox(start, on_too_slow, write_now)
         try:
-            start = await stream_snapshot(send)
+            await feed.subscribe(outbox, send)
+            while True:
+                await send(await outbox.get())
         except TooSlow:
-            on_too_slow()
             return
-    outbox = Outbox(start, on_too_slow, write_now)
-    try:
-        await feed.subscribe(outbox, send)
-        while True:
-            await send(await outbox.get())
-    except TooSlow:
-        return
-    finally:
-        feed.unsubscribe(outbox)
+        except Resync:  # it was sent the resync message: the new snapshot follows it
+            start = None
+        finally:
+            feed.unsubscribe(outbox)

@@ -116,12 +116,17 @@ def deployments_by_id() -> dict[int, Deployment]:
 def data_version(deployments: DeploymentFilter | Deployment | None = None) -> str:
     """A token that changes whenever the records of the given deployments change.
 
-    Every indexer commit advances its deployment's change-log `last_seq` in the same
-    transaction as the records, so the sequence numbers version everything the API serves.
-    Every request reads it first, so it is one short statement, spared the ORM's building."""
+    Every indexer commit that changes records advances its deployment's change-log `last_seq`
+    in the same transaction, so the sequence numbers version everything the API serves; but a
+    bulk backfill writes no entries until it has caught up, so meanwhile its last indexed block
+    versions it too. Every request reads it first, so it is one short statement, spared the
+    ORM's building."""
     quote = connection.ops.quote_name
     sync, deployment = quote(SyncState._meta.db_table), quote(Deployment._meta.db_table)
-    sql, conditions, params = f"SELECT s.deployment_id, s.last_seq FROM {sync} s", [], []
+    sql = (f"SELECT s.deployment_id, s.last_seq, CASE WHEN s.bulk_from_block IS NULL THEN NULL "
+           f"ELSE s.last_indexed_block END FROM {sync} s")
+    conditions: list[str] = []
+    params: list[Any] = []
     if isinstance(deployments, Deployment):
         conditions, params = ["s.deployment_id = %s"], [deployments.pk]
     elif deployments is not None and deployments.chain_id is not None and deployments.chain_id > BIGINT_MAX:
@@ -136,7 +141,7 @@ def data_version(deployments: DeploymentFilter | Deployment | None = None) -> st
         sql += " WHERE " + " AND ".join(conditions)
     with connection.cursor() as cursor:
         cursor.execute(sql + " ORDER BY s.deployment_id", params)
-        return ",".join(f"{pk}:{seq}" for pk, seq in cursor.fetchall())
+        return ",".join(f"{pk}:{seq}" if bulk is None else f"{pk}:{seq}+{bulk}" for pk, seq, bulk in cursor.fetchall())
 
 
 def deployment_ids(deployments: DeploymentFilter) -> list[int]:

@@ -122,6 +122,14 @@ class HealthDeployment(serializers.Serializer[Any]):
     usdc_address = serializers.CharField(allow_null=True)
 
 
+class HealthBackfill(serializers.Serializer[Any]):
+    from_block = serializers.IntegerField()
+    to_block = serializers.IntegerField(help_text="the safe head the backfill runs to")
+    done_blocks = serializers.IntegerField()
+    total_blocks = serializers.IntegerField()
+    percent = serializers.FloatField()
+
+
 class HealthIndexer(serializers.Serializer[Any]):
     enabled = serializers.BooleanField(help_text="an RPC URL is configured")
     running = serializers.BooleanField(help_text="the indexer's heartbeat is recent")
@@ -131,6 +139,11 @@ class HealthIndexer(serializers.Serializer[Any]):
     lag_blocks = serializers.IntegerField(allow_null=True)
     confirmations = serializers.IntegerField()
     last_heartbeat = serializers.DateTimeField(allow_null=True)
+    indexes = serializers.ChoiceField(
+        choices=["ready", "deferred", "building"],
+        help_text="the search and sort indexes: deferred while a bulk backfill runs (answers stay correct, only "
+                  "slower), then building, then ready")
+    backfill = HealthBackfill(allow_null=True, help_text="the backfill under way; null when caught up")
 
 
 class Health(serializers.Serializer[Any]):

@@ -9,7 +9,7 @@ from django.test import override_settings
 from django.utils import timezone
 
 from indexer.health import indexer_health
-from indexer.models import SyncState
+from indexer.models import IndexState, SyncState
 from tests.factories import make_deployment
 
 pytestmark = pytest.mark.django_db
@@ -25,7 +25,7 @@ def test_a_recent_heartbeat_within_the_lag_threshold_is_running_and_synced() -> 
     health = indexer_health(deployment, now=now + timedelta(seconds=5))
     assert health == {
         "enabled": True, "running": True, "synced": True, "last_indexed_block": 98, "head_block": 100,
-        "lag_blocks": 0, "confirmations": 2, "last_heartbeat": now,
+        "lag_blocks": 0, "confirmations": 2, "last_heartbeat": now, "indexes": "ready", "backfill": None,
     }
 
 
@@ -52,3 +52,18 @@ def test_without_an_indexer_every_flag_is_off() -> None:
     health = indexer_health(None)
     assert health["enabled"] is False and health["running"] is False and health["synced"] is False
     assert health["last_indexed_block"] is None and health["lag_blocks"] is None
+
+
+def test_a_backfill_under_way_reports_its_progress() -> None:
+    deployment = make_deployment()
+    SyncState.objects.filter(deployment=deployment).update(
+        last_indexed_block=249, head_block=1_100, backfill_from_block=100, backfill_to_block=1_099)
+    assert indexer_health(deployment)["backfill"] == {
+        "from_block": 100, "to_block": 1_099, "done_blocks": 150, "total_blocks": 1_000, "percent": 15.0}
+
+
+@pytest.mark.parametrize("state", ["deferred", "building", "ready"])
+def test_it_reports_the_state_of_the_secondary_indexes(state: str) -> None:
+    deployment = make_deployment()
+    IndexState.objects.create(pk=IndexState.SINGLETON, state=state, deployment=deployment, changed_at=timezone.now())
+    assert indexer_health(deployment)["indexes"] == state

@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 import pytest
 
-from indexer.models import ChangeLogEntry
+from indexer.models import ChangeLogEntry, SyncState
 from records.models import Deployment
 from records.representation import bounty_json
 from tests.factories import make_bounty
@@ -55,8 +55,10 @@ def test_since_out_of_the_change_log_gets_a_snapshot(
     bounty = make_bounty(active)
     server = servers()
     with open_client(server.url(f"?since={since}")) as client:
-        assert receive(client) == {"type": "bounty.created", "snapshot": True, "payload": bounty_json(
+        current = SyncState.objects.get(deployment=active).last_seq
+        assert receive(client) == {"type": "bounty.created", "snapshot": True, "seq": current, "payload": bounty_json(
             bounty, chain_id=active.chain_id, contract_address=active.contract_address)}
+        assert receive(client)["type"] == "snapshot.complete"
         seq = commit_change(active, "bounty.updated", {"id": 2})
         assert receive(client)["seq"] == seq
 

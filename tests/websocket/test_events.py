@@ -49,8 +49,12 @@ def test_it_sends_the_snapshot_in_order_then_live_messages(chain: Chain, servers
     with open_client(server.url()) as client:
         snapshot = receive_n(client, len(expected))
         assert [(m["type"], m["payload"]) for m in snapshot] == expected
-        assert all(m["snapshot"] is True and "seq" not in m for m in snapshot)
         last_seq = SyncState.objects.get().last_seq
+        assert all(m["snapshot"] is True and m["seq"] == last_seq for m in snapshot)
+        counts = {kind: sum(t == f"{kind}.created" for t, _ in expected)
+                  for kind in ("bounty", "submission", "dispute")}
+        assert receive(client) == {"type": "snapshot.complete", "seq": last_seq, "payload": {
+            "bounties": counts["bounty"], "submissions": counts["submission"], "disputes": counts["dispute"]}}
         chain.send(chain.usdc.functions.approve(chain.board.address, 2**256 - 1), chain.account(1))
         chain.send(chain.board.functions.createBounty("ipfs://late", b"\x02" * 32, 10**7, 3600), chain.account(1))
         index_to_head(indexer)
@@ -94,8 +98,10 @@ def test_a_change_committed_during_the_snapshot_arrives_once(
         assert first["snapshot"] is True
         time.sleep(0.3)  # the client does not read: the server's snapshot waits mid-stream
         seq = commit_change(active, "bounty.created", {"id": 10**6})
-        messages = receive_n(client, 10_000, timeout=60)
-        assert all(m.get("snapshot") for m in messages[:-1])
+        messages = receive_n(client, 10_001, timeout=60)
+        assert all(m.get("snapshot") and m["seq"] == seq - 1 for m in messages[:-2])
+        assert messages[-2] == {"type": "snapshot.complete", "seq": seq - 1,
+                                "payload": {"bounties": 10_000, "submissions": 0, "disputes": 0}}
         assert messages[-1] == {"type": "bounty.created", "payload": {"id": 10**6}, "seq": seq}
         with pytest.raises(TimeoutError):
             client.recv(timeout=0.5)

@@ -1,0 +1,216 @@
+"""The record tables' secondary indexes, which a bulk backfill builds after it has caught up.
+
+Every sort key has a B-tree index and, on PostgreSQL, `q` has a trigram GIN index per table.
+Kept up to date row by row they are most of a backfill's database time; built once from the
+finished tables they cost a fraction of that (how Ponder and Envio backfill too). So a backfill
+that will add more rows than the tables already hold drops them first (`defer`) and builds
+them when it has caught up with the safe head (`build`). Primary keys and the unique (deployment,
+ID) keys stay: exactly-once and the indexer's own look-ups rely on them, and the API still
+answers every query meanwhile, only slower.
+
+`secondary_indexes()` is the one list: the record models' `Meta.indexes` and the trigram indexes
+of migration records/0002. A test checks it against what the migrations create.
+
+On PostgreSQL the build is `CREATE INDEX CONCURRENTLY` on a connection of its own with a larger
+`maintenance_work_mem`, so the API keeps reading the tables. A crash during such a build leaves
+an INVALID index behind, which PostgreSQL maintains on writes but never uses for reads: `repair`
+drops those, and the next build creates them again.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import psycopg
+from django.conf import settings
+from django.db import connection, connections, models, transaction
+from django.utils import timezone
+
+from indexer.models import IndexState, IndexStateChoice
+from records.models import Bounty, Deployment, Dispute, Submission
+
+logger = logging.getLogger(__name__)
+
+RECORD_MODELS: tuple[type[models.Model], ...] = (Bounty, Submission, Dispute)
+TRIGRAM_SUFFIX = "_search_trgm"
+
+
+@dataclass(frozen=True)
+class SecondaryIndex:
+    """One deferrable index: a Django index of a record model, or a table's trigram index."""
+
+    model: type[models.Model]
+    index: models.Index | None  # None: the trigram index of `search_text` (PostgreSQL only)
+
+    @property
+    def table(self) -> str:
+        return str(self.model._meta.db_table)
+
+    @property
+    def name(self) -> str:
+        return str(self.index.name) if self.index is not None else f"{self.table}{TRIGRAM_SUFFIX}"
+
+    def create_sql(self, *, concurrently: bool) -> str:
+        """The CREATE INDEX statement for the default database's backend."""
+        if self.index is None:
+            how = " CONCURRENTLY" if concurrently else ""
+            return (f"CREATE INDEX{how} IF NOT EXISTS {self.name} ON {self.table} "
+                    "USING gin (search_text gin_trgm_ops)")
+        with connection.schema_editor(collect_sql=True, atomic=False) as editor:
+            if concurrently:  # PostgreSQL's schema editor only
+                return str(self.index.create_sql(self.model, editor, concurrently=True))
+            return str(self.index.create_sql(self.model, editor))
+
+
+def secondary_indexes(vendor: str | None = None) -> list[SecondaryIndex]:
+    """The deferrable indexes on the default database's backend (or `vendor`'s)."""
+    vendor = vendor or connection.vendor
+    indexes = [SecondaryIndex(model, index) for model in RECORD_MODELS for index in model._meta.indexes]
+    if vendor == "postgresql":
+        indexes += [SecondaryIndex(model, None) for model in RECORD_MODELS]
+    return indexes
+
+
+def existing_indexes() -> dict[str, bool]:
+    """Index name -> valid, for every index on the record tables but the primary keys."""
+    tables = [str(model._meta.db_table) for model in RECORD_MODELS]
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute(
+                "SELECT c.relname, i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+                "JOIN pg_class t ON t.oid = i.indrelid "
+                "WHERE t.relname = ANY(%s) AND NOT i.indisprimary AND t.relnamespace = 'public'::regnamespace",
+                [tables],
+            )
+            return {name: bool(valid) for name, valid in cursor.fetchall()}
+        cursor.execute(
+            f"SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name IN ({', '.join(['%s'] * len(tables))})",
+            tables,
+        )
+        return {name: True for (name,) in cursor.fetchall()}
+
+
+def missing_indexes() -> list[SecondaryIndex]:
+    """The deferrable indexes that do not exist or are invalid."""
+    present = existing_indexes()
+    return [index for index in secondary_indexes() if not present.get(index.name, False)]
+
+
+def index_state() -> IndexStateChoice:
+    row = IndexState.objects.filter(pk=IndexState.SINGLETON).values_list("state", flat=True).first()
+    return IndexStateChoice(row) if row else IndexStateChoice.READY
+
+
+def deferred_by() -> int | None:
+    """The deployment whose backfill deferred the indexes, if any."""
+    return IndexState.objects.filter(pk=IndexState.SINGLETON).values_list("deployment_id", flat=True).first()
+
+
+def _set_state(state: IndexStateChoice, deployment: Deployment | None) -> None:
+    IndexState.objects.update_or_create(pk=IndexState.SINGLETON, defaults={
+        "state": state, "deployment": deployment, "changed_at": timezone.now()})
+
+
+def repair() -> list[str]:
+    """Drops the indexes a crash left INVALID during a concurrent build (PostgreSQL); returns
+    their names. They count as missing from then on, so the next build creates them."""
+    invalid = [name for name, valid in existing_indexes().items() if not valid]
+    with connection.cursor() as cursor:
+        for name in invalid:
+            logger.warning("index %s was left invalid by an interrupted build; dropping it to build it again", name)
+            cursor.execute(f"DROP INDEX IF EXISTS {connection.ops.quote_name(name)}")
+    if invalid and index_state() == IndexStateChoice.BUILDING:
+        _set_state(IndexStateChoice.DEFERRED, None)
+    return invalid
+
+
+def defer(deployment: Deployment) -> int:
+    """Drops the deferrable indexes for `deployment`'s backfill; returns how many it dropped."""
+    present = existing_indexes()
+    dropped = [index for index in secondary_indexes() if index.name in present]
+    with transaction.atomic(), connection.cursor() as cursor:
+        for index in dropped:
+            cursor.execute(f"DROP INDEX IF EXISTS {connection.ops.quote_name(index.name)}")
+        _set_state(IndexStateChoice.DEFERRED, deployment)
+    return len(dropped)
+
+
+def _build_on_sqlite(statements: list[str]) -> None:
+    with transaction.atomic(), connection.cursor() as cursor:
+        for statement in statements:
+            cursor.execute(statement)
+
+
+class BuildStopped(Exception):
+    """The build was cancelled because the indexer stops; the next start builds the rest."""
+
+
+def _build_on_postgresql(statements_by_table: dict[str, list[str]], stop: threading.Event) -> None:
+    """Runs each table's statements on a connection of its own, in autocommit (CONCURRENTLY
+    refuses a transaction) with the larger maintenance_work_mem for that session only: builds
+    on one table wait for each other anyway, and the tables' builds share the cores. When `stop`
+    is set the server cancels them (an index left INVALID is repaired at the next start)."""
+    params = {k: v for k, v in connections["default"].get_connection_params().items()
+              if k not in {"cursor_factory", "context"}}
+    failures: list[BaseException] = []
+    backends: list[int] = []
+
+    def run(statements: list[str]) -> None:
+        try:
+            with psycopg.connect(**params, autocommit=True) as conn:
+                backends.append(conn.info.backend_pid)
+                conn.execute(f"SET maintenance_work_mem = '{int(settings.BOUNTY_INDEX_BUILD_MEMORY_MB)}MB'".encode())
+                for statement in statements:
+                    if stop.is_set():
+                        return
+                    conn.execute(statement.encode())
+        except BaseException as exc:  # raised in the caller's thread
+            failures.append(exc)
+
+    threads = [threading.Thread(target=run, args=(statements,), name=f"index-build-{table}")
+               for table, statements in statements_by_table.items()]
+    for thread in threads:
+        thread.start()
+    while any(thread.is_alive() for thread in threads):
+        if stop.wait(0.1):
+            with psycopg.connect(**params, autocommit=True) as conn:
+                for pid in backends:
+                    conn.execute("SELECT pg_cancel_backend(%s)", (pid,))
+            for thread in threads:
+                thread.join()
+            raise BuildStopped("the index build was cancelled: the indexer is stopping")
+    if failures:
+        raise failures[0]
+
+
+def build(deployment: Deployment | None = None, *, report: Callable[[str], None] = logger.info,
+          stop: threading.Event | None = None) -> float:
+    """Creates every missing deferrable index; returns the seconds it took."""
+    started = time.monotonic()
+    missing = missing_indexes()
+    if not missing:
+        if index_state() != IndexStateChoice.READY:
+            _set_state(IndexStateChoice.READY, None)
+        return 0.0
+    _set_state(IndexStateChoice.BUILDING, deployment)
+    report(f"index build: creating {len(missing)} indexes on the record tables")
+    try:
+        if connection.vendor == "postgresql":
+            by_table: dict[str, list[str]] = {}
+            for index in missing:  # trigram indexes first: the longest builds
+                by_table.setdefault(index.table, []).append(index.create_sql(concurrently=True))
+            _build_on_postgresql({table: sorted(statements, key=lambda s: "gin" not in s)
+                                  for table, statements in by_table.items()}, stop or threading.Event())
+        else:
+            _build_on_sqlite([index.create_sql(concurrently=False) for index in missing])
+    except BaseException:
+        _set_state(IndexStateChoice.DEFERRED, deployment)
+        raise
+    seconds = time.monotonic() - started
+    _set_state(IndexStateChoice.READY, None)
+    report(f"index build: done, {len(missing)} indexes in {seconds:.1f} s")
+    return seconds
