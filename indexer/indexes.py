@@ -115,15 +115,40 @@ def _set_state(state: IndexStateChoice, deployment: Deployment | None) -> None:
         "state": state, "deployment": deployment, "changed_at": timezone.now()})
 
 
+def _builds_in_progress() -> int:
+    """Index builds running on the record tables now (PostgreSQL; SQLite's hold its write lock)."""
+    if connection.vendor != "postgresql":
+        return 0
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_stat_progress_create_index p JOIN pg_class t ON t.oid = p.relid "
+                       "WHERE t.relname = ANY(%s)", [[str(model._meta.db_table) for model in RECORD_MODELS]])
+        row = cursor.fetchone()
+    return int(row[0]) if row else 0
+
+
+def _drop_invalid(stop: threading.Event, patience: float = 30.0) -> None:
+    """Drops INVALID indexes before building them again, once no build runs on the tables: the
+    server cancels the build of a process that died within a second (client_connection_check_interval)."""
+    deadline = time.monotonic() + patience
+    while _builds_in_progress() and time.monotonic() < deadline and not stop.wait(0.2):
+        pass
+    with connection.cursor() as cursor:
+        for name in [name for name, valid in existing_indexes().items() if not valid]:
+            cursor.execute(f"DROP INDEX IF EXISTS {connection.ops.quote_name(name)}")
+
+
 def repair() -> list[str]:
-    """Drops the indexes a crash left INVALID during a concurrent build (PostgreSQL); returns
-    their names. They count as missing from then on, so the next build creates them."""
+    """After a crash during a build: drops the indexes it left INVALID (PostgreSQL), which then
+    count as missing, and marks the build as not running; returns the names dropped. Leaves
+    everything as it is while a build runs (another deployment's indexer may be building)."""
+    if _builds_in_progress():
+        return []
     invalid = [name for name, valid in existing_indexes().items() if not valid]
     with connection.cursor() as cursor:
         for name in invalid:
             logger.warning("index %s was left invalid by an interrupted build; dropping it to build it again", name)
             cursor.execute(f"DROP INDEX IF EXISTS {connection.ops.quote_name(name)}")
-    if invalid and index_state() == IndexStateChoice.BUILDING:
+    if index_state() == IndexStateChoice.BUILDING:
         _set_state(IndexStateChoice.DEFERRED, None)
     return invalid
 
@@ -135,7 +160,8 @@ def defer(deployment: Deployment) -> int:
     with transaction.atomic(), connection.cursor() as cursor:
         for index in dropped:
             cursor.execute(f"DROP INDEX IF EXISTS {connection.ops.quote_name(index.name)}")
-        _set_state(IndexStateChoice.DEFERRED, deployment)
+        if index_state() == IndexStateChoice.READY:  # else another backfill deferred them: it builds them
+            _set_state(IndexStateChoice.DEFERRED, deployment)
     return len(dropped)
 
 
@@ -164,6 +190,9 @@ def _build_on_postgresql(statements_by_table: dict[str, list[str]], stop: thread
             with psycopg.connect(**params, autocommit=True) as conn:
                 backends.append(conn.info.backend_pid)
                 conn.execute(f"SET maintenance_work_mem = '{int(settings.BOUNTY_INDEX_BUILD_MEMORY_MB)}MB'".encode())
+                # Should this process die, the server notices within a second and cancels the build
+                # (which leaves an INVALID index for `repair`) instead of finishing it unattended.
+                conn.execute(b"SET client_connection_check_interval = '1s'")
                 for statement in statements:
                     if stop.is_set():
                         return
@@ -198,6 +227,7 @@ def build(deployment: Deployment | None = None, *, report: Callable[[str], None]
         return 0.0
     _set_state(IndexStateChoice.BUILDING, deployment)
     report(f"index build: creating {len(missing)} indexes on the record tables")
+    _drop_invalid(stop or threading.Event())
     try:
         if connection.vendor == "postgresql":
             by_table: dict[str, list[str]] = {}

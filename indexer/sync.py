@@ -261,13 +261,11 @@ class Indexer:
         last = state.last_indexed_block if state.last_indexed_block is not None else self.config.start_block - 1
         if safe - last <= settings.BOUNTY_HEALTH_MAX_LAG_BLOCKS or not self._is_bulk(deployment, safe):
             return
-        SyncState.objects.filter(pk=state.pk).update(bulk_from_block=last + 1)
-        if DEFER_INDEXES_ON.get(connection.vendor, False):
-            dropped = indexes.defer(deployment)
-            logger.info("bulk backfill from block %d: %d secondary indexes deferred until it has caught up",
-                        last + 1, dropped)
-        else:
-            logger.info("bulk backfill from block %d", last + 1)
+        with transaction.atomic():  # the bulk backfill and its deferred indexes, or neither
+            SyncState.objects.filter(pk=state.pk).update(bulk_from_block=last + 1)
+            dropped = indexes.defer(deployment) if DEFER_INDEXES_ON.get(connection.vendor, False) else 0
+        logger.info("bulk backfill from block %d: %d secondary indexes deferred until it has caught up",
+                    last + 1, dropped)
 
     def _is_bulk(self, deployment: Deployment, safe: int) -> bool:
         mode: str = settings.BOUNTY_DEFER_INDEXES

@@ -19,9 +19,12 @@ import pytest
 from web3 import Web3
 
 from contracts.demo import seed_demo_activity
-from indexer.models import ChangeLogEntry, SyncState
-from records.models import Deployment
+from indexer import indexes
+from indexer.bulk import insert_rows
+from indexer.models import ChangeLogEntry, IndexStateChoice, SyncState
+from records.models import Bounty, Deployment
 from tests.chain import USDC, Chain
+from tests.factories import make_bounty
 from tests.indexer.conftest import process_env
 from tests.indexer.mirror import assert_live_consumer_is_current, assert_mirror_equals_chain
 from tests.indexer.test_run_indexer_command import PROJECT_DIR, wait_until
@@ -30,7 +33,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 SEED = 20_261_122
 ROUNDS_BEFORE_BACKFILL = 36  # 7 record logs in 7 blocks each, on top of the demo's 24 logs
-EMPTY_BLOCKS_PER_ROUND = 3  # so that even a fast machine is killed many times before it catches up
+EMPTY_BLOCKS_PER_ROUND = 40  # so that even a fast machine is killed many times before it catches up
 FIRST_STEP_KILLS = 3  # soon after taking the writer lock: during the first batch
 BACKFILL_KILLS = 10  # soon after the process's first commit
 FOLLOW_KILLS = 7  # soon after catching up with the head, while transactions keep coming
@@ -120,11 +123,11 @@ class IndexerRuns:
     """`manage.py run_indexer` processes one after the other, each writing to its own log file. The
     next process is started just before the current one is killed, as a supervisor restarting it would."""
 
-    def __init__(self, chain: Chain, logs: Path) -> None:
+    def __init__(self, chain: Chain, logs: Path, defer_indexes: str = "never") -> None:
         self.chain = chain
         # Tiny getLogs spans make backfill many batches; the system checks only slow each start down.
         self.command = [sys.executable, "manage.py", "run_indexer", "--skip-checks"]
-        self.env = process_env(chain, BOUNTY_GETLOGS_MAX_BLOCKS="2")
+        self.env = process_env(chain, BOUNTY_GETLOGS_MAX_BLOCKS="2", BOUNTY_DEFER_INDEXES=defer_indexes)
         self.logs = logs
         self.kills: list[Kill] = []
         self.next = self._start()
@@ -194,8 +197,7 @@ def test_sigkill_at_any_point_of_backfill_and_follow_leaves_every_log_applied_on
     activity = Activity(chain)
     for n in range(ROUNDS_BEFORE_BACKFILL):
         activity.round(n)
-        for _ in range(EMPTY_BLOCKS_PER_ROUND):
-            chain.mine()
+        chain.w3.provider.make_request("anvil_mine", [hex(EMPTY_BLOCKS_PER_ROUND)])  # type: ignore[arg-type]
     backfill_target = chain.w3.eth.block_number
     runs = IndexerRuns(chain, tmp_path)
     try:
@@ -228,3 +230,49 @@ def test_sigkill_at_any_point_of_backfill_and_follow_leaves_every_log_applied_on
                        "submission.created": board.submissionCount().call(),
                        "dispute.created": board.disputeCount().call()}, "each record created once"
     assert not ChangeLogEntry.objects.filter(type__endswith=".removed").exists(), "no restart looked like a reorg"
+
+
+def bounties_of_another_deployment(count: int) -> None:
+    """Rows that make an index build take long enough to be killed in the middle of it."""
+    other = Deployment.objects.create(chain_id=8453, contract_address="0x" + "42" * 20, usdc_address="0x" + "43" * 20)
+    template = make_bounty(other, bounty_id=1)
+    columns = [f.attname for f in Bounty._meta.concrete_fields if f.attname != "id"]
+    values = {name: getattr(template, name) for name in columns}
+    insert_rows(Bounty, columns, [[n if name == "bounty_id" else values[name] for name in columns]
+                                  for n in range(2, count + 1)])
+
+
+def test_sigkill_during_a_bulk_backfill_and_its_index_build_leaves_every_log_applied_once(chain: Chain,
+                                                                                         tmp_path: Path) -> None:
+    rng = random.Random(SEED + 1)
+    seed_demo_activity(chain.w3, chain.deployment)
+    activity = Activity(chain)
+    for n in range(12):
+        activity.round(n)
+        chain.w3.provider.make_request("anvil_mine", [hex(5 * EMPTY_BLOCKS_PER_ROUND)])  # type: ignore[arg-type]
+    bounties_of_another_deployment(60_000)
+    runs = IndexerRuns(chain, tmp_path, defer_indexes="always")
+    try:
+        for _ in range(2):
+            runs.kill("first step", holds_the_lock, rng.uniform(0, 0.05))
+        for _ in range(6):
+            runs.kill("backfill", committed, rng.uniform(0, 0.05))
+        assert indexes.index_state() != IndexStateChoice.READY
+        runs.kill("index build", building, 0.05)
+        assert indexes.missing_indexes(), "the build was cut short"
+        wait_until(lambda: indexes.index_state() == IndexStateChoice.READY, timeout=60)  # the next start's build
+        runs.run_to_head_and_stop()
+    finally:
+        runs.close()
+
+    assert [k.phase for k in runs.kills].count("backfill") == 6
+    deployment = Deployment.objects.get(chain_id=chain.deployment.chain_id)
+    assert_mirror_equals_chain(chain.board, deployment)
+    head = chain.w3.eth.block_number
+    assert list(ChangeLogEntry.objects.values_list("type", "payload")) == [
+        ("resync", {"from_block": chain.deployment.start_block, "to_block": head})]
+    assert indexes.missing_indexes() == []
+
+
+def building(run: Run) -> bool:
+    return indexes.index_state() == IndexStateChoice.BUILDING

@@ -8,11 +8,17 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from django.test import override_settings
 
+from contracts.demo import seed_demo_activity
 from indexer.models import SyncState
+from indexer.sync import Indexer
 from records.models import Bounty, Deployment
 from records.representation import bounty_json
+from tests.chain import Chain
 from tests.factories import make_bounty
+from tests.indexer.conftest import config_for, index_to_head
+from tests.indexer.mirror import current
 from tests.servers import Server
 from tests.websocket.conftest import commit_change, open_client, receive, receive_n
 
@@ -84,3 +90,22 @@ def test_resuming_from_before_a_resync_gets_the_resync_and_a_snapshot_never_a_si
             ("resync", resync), ("bounty.created", resync), ("snapshot.complete", resync)]
         live = commit_change(active, "bounty.updated", {"id": 1})
         assert receive(client)["seq"] == live
+
+
+@override_settings(BOUNTY_DEFER_INDEXES="always")
+def test_a_client_connected_during_a_bulk_backfill_ends_holding_every_record(
+    chain: Chain, servers: Callable[..., Server]
+) -> None:
+    seed_demo_activity(chain.w3, chain.deployment)
+    server = servers()
+    with open_client(server.url()) as client:
+        assert receive(client)["type"] == "snapshot.complete"  # nothing indexed yet
+        indexer = Indexer(config_for(chain))
+        indexer.ensure_deployment()
+        indexer.prepare()
+        index_to_head(indexer)
+        assert receive(client)["type"] == "resync"
+        held: dict[tuple[str, int], dict[str, Any]] = {}
+        while (message := receive(client))["type"] != "snapshot.complete":
+            held[(message["type"].split(".")[0], message["payload"]["id"])] = message["payload"]
+    assert held == current(Deployment.objects.get()) and len(held) == 16
