@@ -26,8 +26,8 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def snapshot_of(deployment: Deployment, *bounty_ids: int) -> list[dict[str, Any]]:
-    where = {"chain_id": deployment.chain_id, "contract_address": deployment.contract_address}
-    return [bounty_json(Bounty.objects.get(deployment=deployment, bounty_id=n), **where) for n in bounty_ids]
+    return [bounty_json(Bounty.objects.get(deployment=deployment, bounty_id=n), chain_id=deployment.chain_id,
+                        contract_address=deployment.contract_address) for n in bounty_ids]
 
 
 def written_in_bulk(deployment: Deployment, bounty_id: int) -> None:
