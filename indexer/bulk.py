@@ -84,14 +84,20 @@ def _converter(field: models.Field[Any, Any]) -> _Convert | None:
     return None
 
 
-def defer_search_index_merge() -> None:
-    """On PostgreSQL, lets this transaction's new search texts wait in the trigram GIN index's
-    pending list (merged later by autovacuum or when the list fills) instead of merging them into
-    the index row by row, which is most of a backfill batch's database time. Searches scan the
-    pending list meanwhile, so they stay correct."""
+def batch_session(*, bulk: bool) -> None:
+    """Settings for the transaction of a batch, on PostgreSQL.
+
+    The trigram GIN indexes, when they exist, keep this transaction's new search texts in their
+    pending list (merged later by autovacuum or when the list fills) instead of merging them row by
+    row, which is most of a batch's database time; searches scan the pending list meanwhile, so
+    they stay correct. A bulk backfill's commit does not wait for its WAL to reach the disk: a
+    crash of the server may lose the last batches, but never part of one (records and progress
+    are one transaction), and the indexer indexes them again."""
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             cursor.execute("SET LOCAL gin_pending_list_limit = '256MB'")
+            if bulk:
+                cursor.execute("SET LOCAL synchronous_commit = off")
 
 
 _Rows = Sequence[Sequence[Any]]

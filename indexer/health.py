@@ -1,4 +1,4 @@
-"""The indexer's health as `/health` reports it (decisions.md section 9)."""
+"""The indexer's health as `/health` reports it (docs/api.md, GET /health)."""
 
 from __future__ import annotations
 

@@ -20,13 +20,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import DatabaseError, connection, transaction
 from django.db.models import F, Sum
 from django.utils import timezone
 from eth_utils.crypto import keccak
 
 from indexer import indexes
-from indexer.bulk import RowStream, defer_search_index_merge, insert_rows
+from indexer.bulk import RowStream, batch_session, insert_rows
 from indexer.events import RECORD_EVENT_TOPICS, RecordEvent, UndecodableLog, decode_log
 from indexer.locks import deployment_lock
 from indexer.models import AppliedLog, ChangeLogEntry, IndexedBlock, IndexStateChoice, MessageType, SyncState
@@ -45,6 +45,7 @@ _COUNTERS = [("0x" + keccak(text=f"{name}()")[:4].hex()) for name in ("bountyCou
 # Whether a bulk backfill also defers the secondary indexes, by backend (measured by
 # bench/indexer_backfill.py: building them afterwards is faster on both).
 DEFER_INDEXES_ON = {"postgresql": True, "sqlite": True}
+BUILD_RETRY_SECONDS = 60  # after a failed index build
 RECORD_MEMORY = 200_000  # records a catch-up keeps in memory between batches (about 2 KB each)
 
 
@@ -193,6 +194,7 @@ class Indexer:
                                   max_span=config.max_span)
         self.deployment: Deployment | None = None
         self.progress: Progress | None = None
+        self.next_build = 0.0  # monotonic time from which a deferred index build may start
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -237,7 +239,8 @@ class Indexer:
                 while not self.stop.is_set():
                     if self.catch_up():
                         continue
-                    if (builder is None or not builder.is_alive()) and self.indexes_to_build():
+                    idle = builder is None or not builder.is_alive()
+                    if idle and time.monotonic() >= self.next_build and self.indexes_to_build():
                         builder = self._start_index_build()
                     self.stop.wait(self.config.poll_interval)
             finally:
@@ -305,22 +308,27 @@ class Indexer:
     def _start_index_build(self) -> threading.Thread | None:
         """On PostgreSQL the build runs beside the indexing (CONCURRENTLY); SQLite builds here."""
         if connection.vendor != "postgresql":
-            self.build_indexes()
+            self._build_and_report()
             return None
 
         def build() -> None:
             try:
-                self.build_indexes()
-            except indexes.BuildStopped as stopped:
-                logger.info("%s", stopped)
-            except Exception:
-                logger.exception("the index build failed; it is tried again at the next start")
+                self._build_and_report()
             finally:
                 connection.close()
 
         thread = threading.Thread(target=build, name="indexer-index-build", daemon=True)
         thread.start()
         return thread
+
+    def _build_and_report(self) -> None:
+        try:
+            self.build_indexes()
+        except indexes.BuildStopped as stopped:
+            logger.info("%s", stopped)
+        except DatabaseError:
+            logger.exception("the index build failed; trying again in %d s", BUILD_RETRY_SECONDS)
+            self.next_build = time.monotonic() + BUILD_RETRY_SECONDS
 
     # ------------------------------------------------------------------ indexing
 
@@ -430,12 +438,12 @@ class Indexer:
         """Applies and writes one batch with the progress it makes, in one transaction. `memory`
         holds the records written by the batches before (of this catch-up), as they are in the
         database, so that they need not be read back; it is dropped with the catch-up on an error."""
-        defer_search_index_merge()
         locked = SyncState.objects.select_for_update().get(deployment=deployment)
         expected = batch.start - 1 if batch.start > self.config.start_block else None
         if locked.last_indexed_block != expected:
             raise IndexerError("the sync state moved under this indexer: is another writer running without the lock?")
         bulk = locked.bulk_from_block is not None
+        batch_session(bulk=bulk)
         memory = memory or RecordMemory()
         store = RecordStore(deployment, memory.bounties, memory.submissions, memory.disputes,
                             messages=None if bulk else [])

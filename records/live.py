@@ -1,4 +1,4 @@
-"""The live side of the websocket `/ws/events` (decisions.md section 8).
+"""The live side of the websocket `/ws/events` (docs/api.md, The websocket /ws/events).
 
 Every message comes from committed rows, so nothing is ever sent before the indexer's commit:
 
@@ -13,6 +13,11 @@ Every message comes from committed rows, so nothing is ever sent before the inde
   default (SQLite, no Redis), where the in-memory layer cannot reach another process.
 - A client joins the feed at S+1 (or at `since`+1): it reads the seqs it misses from the
   database, the last stretch under the feed's lock, so no seq is lost or delivered twice.
+- Every snapshot message carries S, and `snapshot.complete` ends the snapshot: from then on the
+  client can resume with `?since=` whatever it last saw.
+- A `resync` entry (a bulk backfill changed records without an entry per change) reaches its
+  clients like any other message, and then each of them gets a new snapshot on the same
+  connection and joins the feed again after it (`Resync`).
 
 Each message is encoded once, as a complete websocket frame (a server's frames are not masked, so
 the same bytes suit every client), and a client's pending messages leave in one write

@@ -6,8 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from django.core.cache import cache
 from django.db import IntegrityError, connection
-from django.test import override_settings
+from django.test import Client, override_settings
 
 from contracts.demo import seed_demo_activity
 from indexer import indexes
@@ -214,3 +215,21 @@ def test_an_index_left_by_an_interrupted_build_is_built_again_at_the_next_start(
     restarted.build_indexes()
     assert indexes.existing_indexes()["bounty_status_idx"] is True
     assert indexes.missing_indexes() == []
+
+
+LIST_QUERIES = ["/bounties?limit=3&sort=created_at&dir=desc", "/bounties?q=ipfs&sort=reward",
+                "/submissions?limit=2&cursor=2", "/submissions?sort=status&dir=desc", "/disputes?q=0x&sort=bond",
+                "/disputes?sort=created_at&limit=2", "/bounties/1/overview"]
+
+
+def test_the_api_answers_the_same_while_the_indexes_are_deferred(chain: Chain, client: Client) -> None:
+    indexer = first_sync(chain)
+    indexer.prepare()
+    catch_up(indexer)
+    assert indexes.index_state() == IndexStateChoice.DEFERRED
+    deferred = [client.get(path) for path in LIST_QUERIES]
+    indexer.build_indexes()
+    cache.clear()  # the same data version: without this, the second answers would come from the cache
+    built = [client.get(path) for path in LIST_QUERIES]
+    assert [r.status_code for r in deferred] == [200] * len(LIST_QUERIES)
+    assert [r.content for r in deferred] == [r.content for r in built]

@@ -3,6 +3,7 @@ the chain, stops cleanly on SIGTERM, and never writes beside another indexer of 
 
 from __future__ import annotations
 
+import re
 import signal
 import subprocess
 import sys
@@ -12,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from indexer.models import SyncState
+from indexer import indexes
+from indexer.models import IndexStateChoice, SyncState
 from records.models import Bounty
 from tests.chain import USDC, Chain
 from tests.indexer.conftest import process_env
@@ -107,3 +109,22 @@ def test_a_second_indexer_of_the_deployment_waits_for_the_first(chain: Chain) ->
                 process.communicate(timeout=30)
     assert second.returncode == 0
     assert Bounty.objects.count() == 2
+
+
+def test_a_first_sync_shows_the_index_build_as_a_phase_with_its_duration(chain: Chain) -> None:
+    create_bounty(chain, "ipfs://before-the-first-start")
+    process = start(process_env(chain))
+    try:
+        wait_until(lambda: Bounty.objects.exists() and indexes.index_state() == IndexStateChoice.READY)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        output, _ = process.communicate(timeout=30)
+    assert process.returncode == 0, output
+    count = len(indexes.secondary_indexes())
+    lines = [line.split(": ", 1)[1] for line in output.splitlines() if "indexer.sync: " in line]
+    phases = [line for line in lines if line.startswith(("bulk backfill", "index build"))]
+    assert phases[0] == f"bulk backfill from block {chain.deployment.start_block}: {count} secondary indexes " \
+                        "deferred until it has caught up"
+    assert phases[1] == f"index build: creating {count} indexes on the record tables"
+    assert re.fullmatch(rf"index build: done, {count} indexes in \d+\.\d s", phases[2]), phases
+    assert indexes.missing_indexes() == []
