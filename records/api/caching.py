@@ -21,7 +21,7 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.cache import cache
 from django.core.handlers.asgi import ASGIRequest
-from django.http import HttpRequest, HttpResponse, HttpResponseBase, StreamingHttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBase, HttpResponseNotModified, StreamingHttpResponse
 
 CACHE_CONTROL = "public, no-cache"
 
@@ -51,7 +51,8 @@ def if_none_match(request: HttpRequest, etag: str) -> bool:
 
 
 def not_modified(etag: str) -> HttpResponse:
-    response = HttpResponse(status=304)
+    """A 304: the 200's ETag and caching headers, no Content-Type (Django's class drops it), no body."""
+    response = HttpResponseNotModified()
     response["ETag"] = etag
     response["Cache-Control"] = CACHE_CONTROL
     response["Vary"] = "Accept"  # the same URL serves the browsable API to browsers
