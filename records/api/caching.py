@@ -99,12 +99,14 @@ async def _pull(chunks: Iterator[bytes]) -> AsyncIterator[bytes]:
 
 
 def streamed_json_array(request: HttpRequest, key: str, chunks: Callable[[], Iterator[bytes]]) -> HttpResponseBase:
-    """A JSON array streamed chunk by chunk, tagged by its cache key."""
+    """A JSON array streamed chunk by chunk, tagged by its cache key. A HEAD reads no records: its
+    headers are GET's (no Content-Length, which a stream never has) and its body would be dropped."""
     etag = f'W/"{key.removeprefix("api:")[:32]}"'
     if if_none_match(request, etag):
         return not_modified(etag)
     served_by_asgi = isinstance(getattr(request, "_request", request), ASGIRequest)  # DRF wraps the request
-    body = _pull(chunks()) if served_by_asgi else chunks()
+    array = iter(()) if request.method == "HEAD" else chunks()
+    body = _pull(array) if served_by_asgi else array
     response = StreamingHttpResponse(body, content_type="application/json")
     response["ETag"] = etag
     response["Cache-Control"] = CACHE_CONTROL
