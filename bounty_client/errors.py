@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 
 class BountyClientError(Exception):
     """Base class of every error raised by `bounty_client`."""
@@ -16,7 +18,15 @@ class ValidationError(BountyClientError, ValueError):
 
 
 class ConfigurationError(BountyClientError):
-    """The deployment (chain ID, contract and token address) could not be determined."""
+    """The deployment (chain ID, contract and token address) could not be determined.
+
+    `missing` names the environment variables whose absence is the problem (empty when the
+    problem is another one, such as an invalid value).
+    """
+
+    def __init__(self, message: str, missing: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.missing = tuple(missing)
 
 
 class ResponseError(BountyClientError):
