@@ -15,6 +15,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from bounty_client import Deployment, TransactionBuilder
+from tests.websocket.conftest import indexer_process, servers  # noqa: F401 (the walk-through's service)
 
 CHAIN_ID = 91342
 CONTRACT = "0x5FbDB2315678afecb367f032d93F642f64180aa3"
