@@ -13,6 +13,7 @@ from pathlib import Path
 
 from web3 import Web3
 
+from contracts.demo import DEMO_CLOCK_ADVANCE
 from contracts.devchain import DEV_FUNDING, bounty_contract, free_port, usdc_contract
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent.parent
@@ -119,3 +120,18 @@ def test_demo_seeds_every_status_and_a_restart_resumes_the_chain(tmp_path: Path)
         assert bounty_contract(w3, info["contract_address"]).functions.bountyCount().call() == sum(bounties.values())
     finally:
         _interrupt(restarted)
+
+
+def test_a_new_demo_chain_ends_the_demo_with_its_clock_at_the_wall_clocks_time(tmp_path: Path) -> None:
+    process, _ = _start_devchain(tmp_path, "--demo")
+    try:
+        _wait_for_line(process, "dev chain running")
+        now = time.time()
+        w3 = Web3(Web3.HTTPProvider(json.loads((tmp_path / "devchain.json").read_text())["rpc_url"]))
+        genesis = w3.eth.get_block(0)["timestamp"]
+        head = w3.eth.get_block("latest")["timestamp"]
+    finally:
+        _interrupt(process)
+    assert genesis < now - DEMO_CLOCK_ADVANCE
+    # Nothing the demo created lies in the future, and the newest records are minutes old at most.
+    assert now - 300 < head <= now + 2
