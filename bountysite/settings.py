@@ -225,6 +225,9 @@ if not DEBUG:
 LOG_LEVEL = (env_str("LOG_LEVEL", "INFO") or "INFO").upper()
 if LOG_LEVEL not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:
     raise ImproperlyConfigured(f"LOG_LEVEL must be DEBUG, INFO, WARNING, ERROR or CRITICAL, got {LOG_LEVEL!r}")
+# Every line goes through the root's one handler. Django's own defaults give `django` a console
+# handler of its own under DEBUG and `django.server` one that does not propagate, which printed
+# the dev server's lines twice (plain, then timestamped): they get no handlers here.
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
@@ -232,6 +235,8 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {
+        "django": {"handlers": [], "propagate": True},
+        "django.server": {"handlers": [], "propagate": True},
         "django.db.backends": {"level": "INFO"},
         "httpx": {"level": "WARNING"},
         "httpcore": {"level": "WARNING"},

@@ -74,6 +74,7 @@ class Anvil:
     chain_id: int = DEV_CHAIN_ID
     state_path: Path | None = None
     block_time: int | None = None
+    genesis_timestamp: int | None = None  # a new chain's clock starts here and runs at wall clock speed
     process: subprocess.Popen[bytes] | None = field(default=None, init=False)
 
     @property
@@ -94,6 +95,8 @@ class Anvil:
             command += ["--state", str(self.state_path)]
         if self.block_time is not None:
             command += ["--block-time", str(self.block_time)]
+        if self.genesis_timestamp is not None:
+            command += ["--timestamp", str(self.genesis_timestamp)]
         return command
 
     def start(self, timeout: float = 30.0) -> Web3:

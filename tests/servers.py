@@ -63,3 +63,19 @@ def stop(process: subprocess.Popen[Any]) -> None:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+def wait_for_line(process: subprocess.Popen[str], needle: str, timeout: float = 120) -> list[str]:
+    """The lines `process` printed up to the first one containing `needle`; fails if it never does."""
+    assert process.stdout is not None
+    lines: list[str] = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = process.stdout.readline()
+        if not line:
+            break
+        lines.append(line.rstrip())
+        if needle in line:
+            return lines
+    process.kill()
+    raise AssertionError(f"{needle!r} never printed; output:\n" + "\n".join(lines))

@@ -34,7 +34,7 @@ def detail_of(response: HttpResponseBase, status: int) -> str:
 
 
 UNKNOWN_ROUTES = [
-    "/", "/nope", "/bounties/", "/bounties/abc", "/bounties/-1", "/bounties/1.5", "/bounties/0x1",
+    "/nope", "/bounties/", "/bounties/abc", "/bounties/-1", "/bounties/1.5", "/bounties/0x1",
     "/bounties/1/overview/", "/bounties/1/extra", "/BOUNTIES", "/Bounties/1", "/submissions/1/disputes",
     "/health/", "/api/", "/bounties/%F0%9F%98%80", "/bounties/%D9%A3", "/bounties/%00", "/%00",
     f"/bounties/{HUGE_DIGITS}", f"/disputes/{HUGE_DIGITS}/overview", "/static/nothing.css",
