@@ -2,8 +2,8 @@
 
 Every value comes from an environment variable, read here and nowhere else, through the typed
 readers of `bountysite.env` (they fail at start, naming the variable). With nothing set, the
-service runs on its embedded default: SQLite under var/, no Redis, DEBUG off. The README lists
-every variable.
+service runs on its embedded default: SQLite under var/, no Redis, DEBUG off. docs/operations.md
+lists every variable.
 """
 
 from __future__ import annotations
