@@ -36,7 +36,7 @@ pytestmark = [pytest.mark.chain, pytest.mark.django_db(transaction=True)]
 README = PROJECT_DIR / "bounty_client" / "README.md"
 SECTION = "## Walk-through: post a bounty on the dev chain"
 DEV_SERVICE, DEV_WEBSOCKET, DEV_RPC = "http://127.0.0.1:8000", "ws://127.0.0.1:8000", "http://127.0.0.1:8545"
-DEMO_RECORDS = 16  # the demo activity's bounties, submissions and disputes: the watcher's snapshot
+DEMO_COUNTS = {"bounties": 4, "submissions": 6, "disputes": 6}  # the demo activity: the watcher's snapshot
 BOUNTY_ID = 5  # the first after the demo's four
 MARK = "@@ walk-through block {} @@"  # a line between the outputs of the shell blocks
 
@@ -152,10 +152,12 @@ def test_the_walkthrough_runs_as_written(chain: Chain, servers: Callable[..., Se
         assert bounty["poster"] == chain.account(1)
         assert overview["bounty"]["id"] == BOUNTY_ID
 
-        messages += watcher.messages_until(lambda message: "seq" in message)
-        *snapshot, live = messages
-        assert len(snapshot) == DEMO_RECORDS and all(message["snapshot"] is True for message in snapshot)
-        assert live["type"] == "bounty.created"
+        messages += watcher.messages_until(lambda message: message["type"] == "snapshot.complete")
+        messages += watcher.messages_until(lambda message: "snapshot" not in message)
+        *snapshot, complete, live = messages
+        assert len(snapshot) == sum(DEMO_COUNTS.values()) and all(message["snapshot"] is True for message in snapshot)
+        assert (complete["type"], complete["payload"]) == ("snapshot.complete", DEMO_COUNTS)
+        assert live["type"] == "bounty.created" and live["seq"] > complete["seq"]
         assert {name: live["payload"][name] for name in ("id", "metadata_hash")} == {
             "id": BOUNTY_ID, "metadata_hash": metadata_hash(metadata)}
     finally:
