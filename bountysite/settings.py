@@ -157,7 +157,7 @@ BOUNTY_CHANGELOG_KEEP_DAYS = env_int("BOUNTY_CHANGELOG_KEEP_DAYS", 30, minimum=1
 
 # ---------------------------------------------------------------- websocket
 
-# /ws/events (decisions.md section 8). Each limit closes the connection with code 1008.
+# /ws/events (docs/api.md, Limits and close codes). Each limit closes the connection with code 1008.
 BOUNTY_WS_MAX_CONNECTIONS = env_int("BOUNTY_WS_MAX_CONNECTIONS", 10_000, minimum=1)  # per server process
 BOUNTY_WS_MAX_CONNECTIONS_PER_CLIENT = env_int("BOUNTY_WS_MAX_CONNECTIONS_PER_CLIENT", 20, minimum=1)
 BOUNTY_WS_MAX_MESSAGES = env_int("BOUNTY_WS_MAX_MESSAGES", 10, minimum=0)  # from a client per window

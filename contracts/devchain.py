@@ -1,9 +1,9 @@
 """The local dev chain: anvil from the npm registry, with the reference contracts deployed.
 
 `Anvil` runs the anvil binary that `npm ci` installs; `deploy_reference_contracts` deploys the
-test USDC and the bounty contract and sets the roles of decisions.md section 10:
-account 0 owner and arbiter, accounts 3 and 4 whitelisted grouts, accounts 0-9 funded with
-1,000,000 test USDC each.
+test USDC and the bounty contract and sets the roles the demo and the tests rely on (listed in
+docs/development.md, The dev chain): account 0 owner and arbiter, accounts 3 and 4 whitelisted
+grouts, accounts 0-9 funded with 1,000,000 test USDC each.
 """
 
 from __future__ import annotations
