@@ -182,7 +182,6 @@ class ChainBuilder:
         self.nonces: dict[str, int] = {}
         self.transactions = 0
         self.selectors = {name: keccak(text=f"{name}({','.join(types)})")[:4] for name, types in SIGNATURES.items()}
-        self._keccak = keccak
 
     # ------------------------------------------------------------ plumbing
 
@@ -249,8 +248,9 @@ class ChainBuilder:
         return "; ".join(failed[:10])
 
     def _metadata(self, value: dict[str, Any]) -> tuple[str, bytes]:
-        canonical = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-        return "data:application/json," + canonical, self._keccak(text=canonical)
+        from bounty_client.metadata import metadata_hash, metadata_to_data_uri
+
+        return metadata_to_data_uri(value), bytes.fromhex(metadata_hash(value)[2:])
 
     def _words(self, low: int, high: int) -> str:
         return " ".join(self.rng.choice(WORDS) for _ in range(self.rng.randint(low, high)))

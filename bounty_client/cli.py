@@ -5,6 +5,9 @@ Transactions are printed as JSON in the spec's shape, ready for any wallet's
 `$BOUNTY_SERVICE_URL`), whose `/health` names it, or else from `BOUNTY_CHAIN_ID`,
 `BOUNTY_CONTRACT_ADDRESS` and `BOUNTY_USDC_ADDRESS`; `--chain-id`, `--contract-address` and
 `--usdc-address` override single values.
+
+Every error is one line on stderr, `python -m bounty_client: error: <message>`, that names
+where the bad value came from (`--bounty-id: number must be a safe uint`) or the URL that failed.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -28,7 +32,13 @@ from bounty_client.deployment import (
     Deployment,
     deployment_from_env,
 )
-from bounty_client.errors import BountyClientError, RequestFailedError
+from bounty_client.errors import (
+    BountyClientError,
+    ConfigurationError,
+    RequestFailedError,
+    ResponseError,
+    ValidationError,
+)
 from bounty_client.metadata import (
     JsonValue,
     canonical_json,
@@ -40,6 +50,7 @@ from bounty_client.metadata import (
 from bounty_client.quote import QuoteConfig, quote_create_amount
 from bounty_client.read import DEFAULT_TIMEOUT, ReadClient
 from bounty_client.transactions import TransactionBuilder, UnsignedTransaction
+from bounty_client.validation import validate_address, validate_bytes32, validate_uint
 
 ENV_SERVICE_URL = "BOUNTY_SERVICE_URL"
 DEPLOYMENT_VARIABLES = {
@@ -50,10 +61,67 @@ DEPLOYMENT_VARIABLES = {
 
 EXIT_USAGE = 2
 EXIT_FAILURE = 1
+DEV_SERVICE_URL = "http://127.0.0.1:8000"
 
 
 class CommandError(Exception):
-    """A problem with the command's input, reported as `error: <message>`."""
+    """A problem with the command's input, reported as `error: <message>` (exit status 2)."""
+
+    exit_status = EXIT_USAGE
+
+
+class ServiceError(CommandError):
+    """The read service could not be reached or did not answer as one (exit status 1)."""
+
+    exit_status = EXIT_FAILURE
+
+
+def _positive_seconds(raw: str) -> float:
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = 0.0
+    if not seconds > 0:
+        raise ValidationError("must be a number of seconds above 0")
+    return seconds
+
+
+def _uint(bits: int) -> Callable[[str], object]:
+    return lambda raw: validate_uint(raw, bits)
+
+
+def _bps(name: str) -> Callable[[str], object]:
+    return lambda raw: QuoteConfig(**{name: validate_uint(raw, 16)})
+
+
+# The checks of the options' values, by argparse dest; each option's flag is `--<dest with ->`.
+# They run before anything else, so that a bad value is reported under its flag (the builder
+# and QuoteConfig check again, with the same messages).
+OPTION_CHECKS: dict[str, Callable[[str], object]] = {
+    **dict.fromkeys(("amount", "reward", "bounty_id", "submission_id", "dispute_id"), _uint(256)),
+    "duration": _uint(64),
+    "chain_id": _uint(64),
+    **dict.fromkeys(("recipient", "contract_address", "usdc_address"), validate_address),
+    "metadata_hash": validate_bytes32,
+    "post_fee_bps": _bps("post_fee_bps"),
+    "submission_bond_bps": _bps("submission_bond_bps"),
+    "timeout": _positive_seconds,
+}
+
+
+def _flag(dest: str) -> str:
+    return "--" + dest.replace("_", "-")
+
+
+def _check_options(args: argparse.Namespace) -> None:
+    for dest, check in OPTION_CHECKS.items():
+        raw = getattr(args, dest, None)
+        if raw is None:
+            continue
+        try:
+            check(raw)
+        except ValidationError as error:
+            raise CommandError(f"{_flag(dest)}: {error}") from None
 
 
 def _read_metadata_file(path: str) -> JsonValue:
@@ -88,10 +156,44 @@ def _deployment(args: argparse.Namespace) -> Deployment:
     if len(overrides) == len(DEPLOYMENT_VARIABLES):
         return Deployment(**overrides)
     if args.service_url:
-        with ReadClient(args.service_url, timeout=args.timeout) as client:
-            return replace(client.deployment(), **overrides)
+        return replace(_service_deployment(args.service_url, "--service-url", float(args.timeout)), **overrides)
+    if os.environ.get(ENV_SERVICE_URL):
+        service = _service_deployment(os.environ[ENV_SERVICE_URL], ENV_SERVICE_URL, float(args.timeout))
+        return replace(service, **overrides)
     environ = {**os.environ, **{DEPLOYMENT_VARIABLES[field]: str(value) for field, value in overrides.items()}}
-    return deployment_from_env(environ)
+    try:
+        return deployment_from_env(environ)
+    except ConfigurationError as error:
+        if not error.missing:
+            raise
+        flags = {variable: _flag(field) for field, variable in DEPLOYMENT_VARIABLES.items()}
+        raise CommandError(
+            f"{error}. Name the read service, whose /health gives the deployment: --service-url URL or "
+            f"{ENV_SERVICE_URL}=URL (the dev server's is {DEV_SERVICE_URL}); or set the variables, or give "
+            f"{' and '.join(flags[name] for name in error.missing)}"
+        ) from None
+
+
+def _service_deployment(url: str, source: str, timeout: float) -> Deployment:
+    """The deployment named by the /health of the read service at `url`, which came from
+    `source` (the flag or the environment variable); every failure names both."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise CommandError(f"{source}: {url!r} is not an http:// or https:// URL (e.g. {DEV_SERVICE_URL})")
+    health = url.rstrip("/") + "/health"
+    try:
+        with ReadClient(url, timeout=timeout) as client:
+            return client.deployment()
+    except httpx.TimeoutException:
+        raise ServiceError(f"{source}: {health} did not answer within {timeout:g} s") from None
+    except httpx.HTTPError as error:
+        reason = str(error) or type(error).__name__
+        raise ServiceError(f"{source}: cannot reach {health}: {reason}") from None
+    except RequestFailedError as error:
+        detail = f" ({error.detail})" if error.detail else ""
+        raise ServiceError(f"{source}: {health}: {error}{detail}") from None
+    except (ResponseError, ConfigurationError) as error:
+        raise ServiceError(f"{source}: {health}: {error} (is this the bounty read service?)") from None
 
 
 def _build(args: argparse.Namespace, make: Callable[[TransactionBuilder], UnsignedTransaction]) -> str:
@@ -161,13 +263,12 @@ def _deployment_options() -> argparse.ArgumentParser:
     group = options.add_argument_group("deployment")
     group.add_argument(
         "--service-url",
-        default=os.environ.get(ENV_SERVICE_URL),
-        help=f"read service whose /health names the deployment (default: ${ENV_SERVICE_URL})",
+        help=f"read service whose /health names the deployment, e.g. {DEV_SERVICE_URL} (default: ${ENV_SERVICE_URL})",
     )
-    group.add_argument("--chain-id", type=int, help=f"chain ID (default: from the service or ${ENV_CHAIN_ID})")
+    group.add_argument("--chain-id", help=f"chain ID (default: from the service or ${ENV_CHAIN_ID})")
     group.add_argument("--contract-address", help=f"bounty contract (default: service or ${ENV_CONTRACT_ADDRESS})")
     group.add_argument("--usdc-address", help=f"USDC token (default: service or ${ENV_USDC_ADDRESS})")
-    group.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="HTTP timeout in seconds")
+    group.add_argument("--timeout", default=str(DEFAULT_TIMEOUT), help="HTTP timeout in seconds")
     return options
 
 
@@ -231,8 +332,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     quote = commands.add_parser("quote", help="print reward, post fee, submission bond and total as JSON")
     quote.add_argument("--reward", required=True, help="reward in USDC base units")
-    quote.add_argument("--post-fee-bps", type=int, default=QuoteConfig.post_fee_bps)
-    quote.add_argument("--submission-bond-bps", type=int, default=QuoteConfig.submission_bond_bps)
+    quote.add_argument("--post-fee-bps", default=str(QuoteConfig.post_fee_bps))
+    quote.add_argument("--submission-bond-bps", default=str(QuoteConfig.submission_bond_bps))
     quote.set_defaults(run=_quote)
 
     renderers: tuple[tuple[str, str, Callable[[JsonValue], str]], ...] = (
@@ -252,15 +353,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Runs the command line; returns the exit status (0, 1 for a failed request, 2 for bad input)."""
+    """Runs the command line; returns the exit status (0, 1 when the read service failed, 2 for
+    bad input or configuration). Errors are one line on stderr."""
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        _check_options(args)
         output: str = args.run(args)
-    except (RequestFailedError, httpx.HTTPError) as error:
+    except CommandError as error:
         print(f"{parser.prog}: error: {error}", file=sys.stderr)
-        return EXIT_FAILURE
-    except (BountyClientError, CommandError, OSError) as error:
+        return error.exit_status
+    except (BountyClientError, OSError) as error:
         print(f"{parser.prog}: error: {error}", file=sys.stderr)
         return EXIT_USAGE
     print(output)

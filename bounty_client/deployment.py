@@ -45,12 +45,12 @@ def deployment_from_env(environ: Mapping[str, str] | None = None) -> Deployment:
     """The deployment named by `BOUNTY_CHAIN_ID` (default 91342), `BOUNTY_CONTRACT_ADDRESS` and
     `BOUNTY_USDC_ADDRESS` in `environ` (default: `os.environ`).
 
-    Raises `ConfigurationError` naming every missing or invalid variable.
+    Raises `ConfigurationError` naming every missing (also in its `missing`) or invalid variable.
     """
     env = os.environ if environ is None else environ
     missing = [name for name in (ENV_CONTRACT_ADDRESS, ENV_USDC_ADDRESS) if not env.get(name)]
     if missing:
-        raise ConfigurationError(f"missing environment variables: {', '.join(missing)}")
+        raise ConfigurationError(f"missing environment variables: {', '.join(missing)}", missing)
     checks: dict[str, Callable[[str], Any]] = {
         ENV_CHAIN_ID: lambda raw: validate_uint(raw, 64),
         ENV_CONTRACT_ADDRESS: validate_address,

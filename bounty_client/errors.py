@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 
 class BountyClientError(Exception):
     """Base class of every error raised by `bounty_client`."""
@@ -16,7 +18,15 @@ class ValidationError(BountyClientError, ValueError):
 
 
 class ConfigurationError(BountyClientError):
-    """The deployment (chain ID, contract and token address) could not be determined."""
+    """The deployment (chain ID, contract and token address) could not be determined.
+
+    `missing` names the environment variables whose absence is the problem (empty when the
+    problem is another one, such as an invalid value).
+    """
+
+    def __init__(self, message: str, missing: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.missing = tuple(missing)
 
 
 class ResponseError(BountyClientError):
@@ -24,8 +34,24 @@ class ResponseError(BountyClientError):
 
 
 class RequestFailedError(BountyClientError):
-    """The read service answered with a non-OK HTTP status: `request failed: <status>`."""
+    """The read service answered with a non-OK HTTP status.
 
-    def __init__(self, status_code: int) -> None:
-        super().__init__(f"request failed: {status_code}")
-        self.status_code = status_code
+    The message is exactly the spec's `request failed: <status>`; the rest is in attributes:
+
+    - `status`: the HTTP status (`404`);
+    - `detail`: the message of the service's error body `{"detail": "<message>"}`
+      (`"bounty 7 not found"`), or None when the body is not of that shape
+      (say, a proxy's HTML page);
+    - `url`: the URL that was requested, with its query.
+    """
+
+    def __init__(self, status: int, detail: str | None = None, url: str | None = None) -> None:
+        super().__init__(f"request failed: {status}")
+        self.status = status
+        self.detail = detail
+        self.url = url
+
+    @property
+    def status_code(self) -> int:
+        """The same as `status`, under httpx's name for it."""
+        return self.status

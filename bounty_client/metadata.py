@@ -5,7 +5,9 @@ its object keys sorted:
 
 - no whitespace; non-ASCII characters are kept as they are (UTF-8 once encoded); `"`, `\\`
   and control characters are escaped as `JSON.stringify` does, and so are lone surrogates;
-- object keys in Unicode code point order (Python's `sorted()`), except that keys which
+- object keys in the order of JavaScript's default `Array.prototype.sort()`, which compares
+  UTF-16 code units (not code points, as Python's `sorted()` does: the two disagree between a
+  character above U+FFFF, such as an emoji, and one in U+E000-U+FFFF), except that keys which
   JavaScript treats as array indices (`"0"`, `"7"`, `"42"`: canonical decimals below
   2**32 - 1) come first, in numeric order, because a JavaScript object always lists them so;
 - `None` is `null`; `UNDEFINED` plays JavaScript's `undefined`: an object member whose value is
@@ -72,7 +74,7 @@ _ESCAPES: Final = {
     "\t": "\\t",
 }
 # A surrogate pair held as two code points is one character to JavaScript (whose strings are
-# UTF-16): it is written, and sorted, as that character. Only a lone surrogate is escaped.
+# UTF-16): it is written as that character. Only a lone surrogate is escaped.
 _SURROGATE_PAIR: Final = re.compile("[\ud800-\udbff][\udc00-\udfff]")
 _TO_ESCAPE: Final = re.compile(f'({_SURROGATE_PAIR.pattern})|["\\\\\x00-\x1f\ud800-\udfff]')
 _ARRAY_INDEX: Final = re.compile(r"0|[1-9][0-9]{0,9}")
@@ -91,9 +93,11 @@ def _escape(match: re.Match[str]) -> str:
     return _ESCAPES.get(char) or f"\\u{ord(char):04x}"
 
 
-def _code_points(text: str) -> str:
-    """`text` with surrogate pairs joined: the code points JavaScript sees in it."""
-    return _SURROGATE_PAIR.sub(lambda match: _join_pair(match.group()), text)
+def _utf16_code_units(text: str) -> bytes:
+    """`text` as JavaScript holds it: UTF-16 code units, big-endian, so that comparing the bytes
+    compares the code units. A character above U+FFFF becomes its surrogate pair, a surrogate
+    held as a code point (paired or lone) stays that code unit."""
+    return text.encode("utf-16-be", "surrogatepass")
 
 
 def _quote(text: str) -> str:
@@ -130,7 +134,7 @@ def _is_array_index(key: str) -> bool:
 
 def _property_order(keys: list[str]) -> list[str]:
     indexes = sorted((key for key in keys if _is_array_index(key)), key=int)
-    return indexes + sorted((key for key in keys if not _is_array_index(key)), key=_code_points)
+    return indexes + sorted((key for key in keys if not _is_array_index(key)), key=_utf16_code_units)
 
 
 def _write(value: object, out: list[str]) -> None:

@@ -38,8 +38,9 @@ class ReadClient:
     deployment and single-record routes use the service's active deployment.
 
     `timeout` (seconds, or an `httpx.Timeout`) applies to each request. A non-OK response
-    raises `RequestFailedError` (`request failed: <status>`); a network failure or timeout raises
-    the underlying `httpx.HTTPError`. Use the client as a context manager, or call `close()`.
+    raises `RequestFailedError` (`request failed: <status>`, with the `status`, the service's
+    `detail` and the `url` as attributes); a network failure or timeout raises the underlying
+    `httpx.HTTPError`. Use the client as a context manager, or call `close()`.
     """
 
     def __init__(
@@ -92,7 +93,7 @@ class ReadClient:
     def _get(self, path: str, params: dict[str, str]) -> Any:
         response = self._http.get(self.base_url + path, params=params, timeout=self._timeout)
         if not response.is_success:
-            raise RequestFailedError(response.status_code)
+            raise RequestFailedError(response.status_code, _error_detail(response), str(response.url))
         try:
             return response.json()
         except ValueError:
@@ -338,6 +339,16 @@ class ReadClient:
         """`GET /disputes/{dispute_id}/overview`: the dispute, its submission and bounty, and
         the other disputes of the same submission."""
         return cast(DisputeOverview, self._object(f"/disputes/{validate_uint(dispute_id, 256)}/overview"))
+
+
+def _error_detail(response: httpx.Response) -> str | None:
+    """The `detail` of the service's one error shape, `{"detail": "<message>"}`, if the body has it."""
+    try:
+        body = response.json()
+    except ValueError:  # also UnicodeDecodeError
+        return None
+    detail = body.get("detail") if isinstance(body, dict) else None
+    return detail if isinstance(detail, str) else None
 
 
 def _checked_page(path: str, body: Any) -> Any:

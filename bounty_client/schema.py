@@ -1,4 +1,5 @@
-"""The JSON shapes the read service returns (service spec and decisions sections 2, 4 and 6).
+"""The JSON shapes the read service returns (its API reference, docs/api.md: Records,
+Lists, Single records and overviews).
 
 Amounts are decimal strings of base units, addresses EIP-55 checksummed, hashes `0x` + 64
 lowercase hex digits, timestamps RFC 3339 in UTC.

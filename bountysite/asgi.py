@@ -1,5 +1,6 @@
 """ASGI entry point, served by daphne (`daphne bountysite.asgi:application`, and `manage.py
-runserver`, which is daphne's): HTTP to Django, the websocket `/ws/events` to Channels.
+runserver`, which is daphne's): HTTP to Django (through bountysite/bodiless.py, so that a HEAD, 204
+or 304 sends no body), the websocket `/ws/events` to Channels.
 
 No origin validator wraps the websocket: the feed is public and read-only and reads no
 credentials (records/consumers.py), so a cross-origin page gains nothing by opening it.
@@ -17,6 +18,7 @@ django_asgi_app = get_asgi_application()  # sets Django up before the consumers 
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
 from bountysite import daphne_backpressure, daphne_close_codes, daphne_frames  # noqa: E402
+from bountysite.bodiless import BodilessResponses  # noqa: E402
 from records.routing import websocket_urlpatterns  # noqa: E402
 
 daphne_close_codes.install()
@@ -31,6 +33,6 @@ daphne_frames.install()
 gc.set_threshold(100_000, 20, 100)
 
 application = ProtocolTypeRouter({
-    "http": django_asgi_app,
+    "http": BodilessResponses(django_asgi_app),
     "websocket": URLRouter(websocket_urlpatterns),
 })

@@ -3,9 +3,9 @@
 Why this exists: daphne 4.2 completes an application's `websocket.send` at once and Twisted
 buffers the bytes without limit. A client that stops reading would make the server hold
 everything ever sent to it, and the application could never notice that the client is too slow
-(decisions.md section 8 closes such a client with 1008). Here the websocket's transport gets a
-streaming producer: Twisted pauses it when its write buffer passes `bufferSize` (64 KiB) and
-resumes it once the buffer is flushed, and `websocket.send` (like the prebuilt frames of
+(which the websocket closes with 1008: docs/api.md, Limits and close codes). Here the websocket's
+transport gets a streaming producer: Twisted pauses it when its write buffer passes `bufferSize`
+(64 KiB) and resumes it once the buffer is flushed, and `websocket.send` (like the prebuilt frames of
 bountysite/daphne_frames.py) waits while it is paused. The ASGI spec lets `send` wait (uvicorn
 waits the same way); the application then keeps its own bounded queue (`records.live.Outbox`)
 and closes the client when that queue overflows.

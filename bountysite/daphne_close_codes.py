@@ -1,7 +1,7 @@
 """Lets daphne close a websocket with 1008 (policy violation) and the other codes RFC 6455 allows.
 
-Why this exists: the websocket limits of decisions.md section 8 close with 1008. daphne 4.2's
-`WebSocketProtocol.serverClose` passes the application's code to autobahn's `sendClose`, which
+Why this exists: the websocket's limits (docs/api.md, Limits and close codes) close with 1008.
+daphne 4.2's `WebSocketProtocol.serverClose` passes the application's code to autobahn's `sendClose`, which
 accepts only 1000 and 3000-4999: the IANA rules for *registering* new codes, not RFC 6455's
 rules for *sending* them (section 7.4.1 defines 1001-1003 and 1007-1011 for endpoints to send;
 IANA added 1012-1014). Any other code raises inside daphne's reply handler, the application

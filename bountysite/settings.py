@@ -2,8 +2,8 @@
 
 Every value comes from an environment variable, read here and nowhere else, through the typed
 readers of `bountysite.env` (they fail at start, naming the variable). With nothing set, the
-service runs on its embedded default: SQLite under var/, no Redis, DEBUG off. The README lists
-every variable.
+service runs on its embedded default: SQLite under var/, no Redis, DEBUG off. docs/operations.md
+lists every variable.
 """
 
 from __future__ import annotations
@@ -157,7 +157,7 @@ BOUNTY_CHANGELOG_KEEP_DAYS = env_int("BOUNTY_CHANGELOG_KEEP_DAYS", 30, minimum=1
 
 # ---------------------------------------------------------------- websocket
 
-# /ws/events (decisions.md section 8). Each limit closes the connection with code 1008.
+# /ws/events (docs/api.md, Limits and close codes). Each limit closes the connection with code 1008.
 BOUNTY_WS_MAX_CONNECTIONS = env_int("BOUNTY_WS_MAX_CONNECTIONS", 10_000, minimum=1)  # per server process
 BOUNTY_WS_MAX_CONNECTIONS_PER_CLIENT = env_int("BOUNTY_WS_MAX_CONNECTIONS_PER_CLIENT", 20, minimum=1)
 BOUNTY_WS_MAX_MESSAGES = env_int("BOUNTY_WS_MAX_MESSAGES", 10, minimum=0)  # from a client per window
@@ -225,6 +225,9 @@ if not DEBUG:
 LOG_LEVEL = (env_str("LOG_LEVEL", "INFO") or "INFO").upper()
 if LOG_LEVEL not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:
     raise ImproperlyConfigured(f"LOG_LEVEL must be DEBUG, INFO, WARNING, ERROR or CRITICAL, got {LOG_LEVEL!r}")
+# Every line goes through the root's one handler. Django's own defaults give `django` a console
+# handler of its own under DEBUG and `django.server` one that does not propagate, which printed
+# the dev server's lines twice (plain, then timestamped): they get no handlers here.
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
@@ -232,6 +235,8 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {
+        "django": {"handlers": [], "propagate": True},
+        "django.server": {"handlers": [], "propagate": True},
         "django.db.backends": {"level": "INFO"},
         "httpx": {"level": "WARNING"},
         "httpcore": {"level": "WARNING"},

@@ -1,9 +1,9 @@
 """The local dev chain: anvil from the npm registry, with the reference contracts deployed.
 
 `Anvil` runs the anvil binary that `npm ci` installs; `deploy_reference_contracts` deploys the
-test USDC and the bounty contract and sets the roles of decisions.md section 10:
-account 0 owner and arbiter, accounts 3 and 4 whitelisted grouts, accounts 0-9 funded with
-1,000,000 test USDC each.
+test USDC and the bounty contract and sets the roles the demo and the tests rely on (listed in
+docs/development.md, The dev chain): account 0 owner and arbiter, accounts 3 and 4 whitelisted
+grouts, accounts 0-9 funded with 1,000,000 test USDC each.
 """
 
 from __future__ import annotations
@@ -74,6 +74,7 @@ class Anvil:
     chain_id: int = DEV_CHAIN_ID
     state_path: Path | None = None
     block_time: int | None = None
+    genesis_timestamp: int | None = None  # a new chain's clock starts here and runs at wall clock speed
     process: subprocess.Popen[bytes] | None = field(default=None, init=False)
 
     @property
@@ -94,6 +95,8 @@ class Anvil:
             command += ["--state", str(self.state_path)]
         if self.block_time is not None:
             command += ["--block-time", str(self.block_time)]
+        if self.genesis_timestamp is not None:
+            command += ["--timestamp", str(self.genesis_timestamp)]
         return command
 
     def start(self, timeout: float = 30.0) -> Web3:

@@ -1,8 +1,8 @@
 """Pruning the change log: entries older than the retention go, oldest first.
 
-The websocket serves the change log to clients that resume with `?since=` (decisions.md section
-8), "while the service still holds them": a client whose `since` is older than the oldest entry
-left gets a snapshot instead. Entries go only as a prefix of each deployment's seqs, so what is
+The websocket serves the change log to clients that resume with `?since=` (docs/api.md,
+Resuming) while the service still holds the entries: a client whose `since` is older than the
+oldest entry left gets a snapshot instead. Entries go only as a prefix of each deployment's seqs, so what is
 left stays gap-free, and in batches of their own short transactions, so the indexer's commits
 never wait long behind a prune.
 """

@@ -82,7 +82,7 @@ class IndexerConfig:
                     "BOUNTY_USDC_ADDRESS": usdc_address}
         missing = [name for name, value in required.items() if not value]
         if missing or rpc_url is None or contract_address is None or usdc_address is None:
-            raise IndexerError(f"missing configuration: {', '.join(missing)} (see the README's Configuration)")
+            raise IndexerError(f"missing configuration: {', '.join(missing)} (see docs/operations.md, Configuration)")
         return cls(
             rpc_url=rpc_url,
             chain_id=settings.BOUNTY_CHAIN_ID,

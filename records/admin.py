@@ -9,6 +9,7 @@ transaction and the indexer sees it.
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from typing import Any
 
 from django.contrib import admin, messages
@@ -26,22 +27,44 @@ from records.models import (
     Bounty,
     Dispute,
     DisputeReviewQueue,
-    DisputeStatus,
     ModeratorNote,
     Submission,
 )
 from records.moderation import NoteForm, dispute_review
-from records.representation import checksum_address
+from records.representation import checksum_address, rfc3339
 from records.search import matching, search_term
 from records.templatetags.records_format import usdc
 
 admin.site.site_header = "Bounty moderation"
 admin.site.site_title = "Bounty moderation"
 admin.site.index_title = "Mirrored records and the dispute review queue"
+admin.site.index_template = "admin/records/index.html"  # says how many disputes wait for review
+# The lists need the width (a moderator's laptop is 1280 px wide or less); the breadcrumbs and
+# the front page lead everywhere the sidebar did.
+admin.site.enable_nav_sidebar = False
 
 
 def _link(url_name: str, args: list[Any], text: str, query: str = "") -> str:
     return format_html('<a href="{}{}">{}</a>', reverse(url_name, args=args), query, text)
+
+
+def _short_address(address: str) -> str:
+    """`0x90F7…b906`, with the whole EIP-55 address on hover: a list has no room for 42 characters."""
+    full = checksum_address(address)
+    return format_html('<span class="address" title="{}">{}…{}</span>', full, full[:6], full[-4:])
+
+
+def _short_usdc(amount: int) -> str:
+    """`5 USDC` or `1,234.5 USDC`, with the exact amount and base units on hover."""
+    whole, fraction = divmod(int(amount), 10**6)
+    decimals = f".{fraction:06d}".rstrip("0") if fraction else ""
+    return format_html('<span class="amount" title="{}">{}{} USDC</span>', usdc(amount), f"{whole:,}", decimals)
+
+
+def _moment(moment: datetime) -> str:
+    """`2026-11-23 14:58` (UTC), which wraps between date and time; the seconds on hover."""
+    return format_html('<time datetime="{}" title="{}">{}</time>', rfc3339(moment),
+                       moment.strftime("%Y-%m-%d %H:%M:%S UTC"), moment.strftime("%Y-%m-%d %H:%M"))
 
 
 class MirroredAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
@@ -79,22 +102,68 @@ class MirroredAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
         return self.get_fields(request, obj)
 
+    # Columns under one-word headings in compact forms, so that the lists fit a laptop's width.
+
+    @admin.display(description="created", ordering="created_at")
+    def created(self, record: Bounty | Submission | Dispute) -> str:
+        return _moment(record.created_at)
+
+    @admin.display(description="deployment", ordering="deployment")
+    def deployment_short(self, record: Bounty | Submission | Dispute) -> str:
+        return format_html("{}:{}", record.deployment.chain_id, _short_address(record.deployment.contract_address))
+
+
+class DisputeColumns:
+    """The columns the disputes list and the review queue share."""
+
+    @admin.display(description="review")
+    def review_link(self, dispute: Dispute) -> str:
+        return _link("admin:records_dispute_review", [dispute.pk], "review")
+
+    @admin.display(description="dispute", ordering="dispute_id")
+    def dispute(self, dispute: Dispute) -> int:
+        return dispute.dispute_id
+
+    @admin.display(description="bounty", ordering="bounty_id")
+    def bounty(self, dispute: Dispute) -> int:
+        return dispute.bounty_id
+
+    @admin.display(description="submission", ordering="submission_id")
+    def submission(self, dispute: Dispute) -> int:
+        return dispute.submission_id
+
+    @admin.display(description="challenger", ordering="challenger_id")
+    def challenger(self, dispute: Dispute) -> str:
+        return _short_address(dispute.challenger_id)
+
 
 @admin.register(Bounty)
 class BountyAdmin(MirroredAdmin):
-    list_display = ["bounty_id", "status", "reward", "poster_address", "submission_count", "deadline",
-                    "created_at", "deployment"]
+    list_display = ["bounty", "status", "reward", "poster_address", "submissions", "ends", "created",
+                    "deployment_short"]
     list_filter = ["status", "deployment", "created_at", "deadline"]
     ordering = ["-created_at", "-bounty_id"]
     extra_readonly = ("related",)
 
+    @admin.display(description="bounty", ordering="bounty_id")
+    def bounty(self, bounty: Bounty) -> int:
+        return bounty.bounty_id
+
+    @admin.display(description="submissions", ordering="submission_count")
+    def submissions(self, bounty: Bounty) -> int:
+        return bounty.submission_count
+
+    @admin.display(description="deadline", ordering="deadline")
+    def ends(self, bounty: Bounty) -> str:
+        return _moment(bounty.deadline)
+
     @admin.display(description="reward", ordering="bounty_amount")
     def reward(self, bounty: Bounty) -> str:
-        return usdc(bounty.bounty_amount)
+        return _short_usdc(bounty.bounty_amount)
 
     @admin.display(description="poster", ordering="poster")
     def poster_address(self, bounty: Bounty) -> str:
-        return checksum_address(bounty.poster)
+        return _short_address(bounty.poster)
 
     @admin.display(description="related records")
     def related(self, bounty: Bounty) -> str:
@@ -108,11 +177,23 @@ class BountyAdmin(MirroredAdmin):
 
 @admin.register(Submission)
 class SubmissionAdmin(MirroredAdmin):
-    list_display = ["submission_id", "status", "bounty_link", "claimant_address", "bond", "dispute_count",
-                    "review_deadline", "created_at"]
+    list_display = ["submission", "status", "bounty_link", "claimant_address", "bond", "disputes", "review_ends",
+                    "created"]
     list_filter = ["status", "deployment", "created_at", "review_deadline"]
     ordering = ["-created_at", "-submission_id"]
     extra_readonly = ("related",)
+
+    @admin.display(description="submission", ordering="submission_id")
+    def submission(self, submission: Submission) -> int:
+        return submission.submission_id
+
+    @admin.display(description="disputes", ordering="dispute_count")
+    def disputes(self, submission: Submission) -> int:
+        return submission.dispute_count
+
+    @admin.display(description="review deadline", ordering="review_deadline")
+    def review_ends(self, submission: Submission) -> str:
+        return _moment(submission.review_deadline)
 
     @admin.display(description="bounty", ordering="bounty_id")
     def bounty_link(self, submission: Submission) -> str:
@@ -123,11 +204,11 @@ class SubmissionAdmin(MirroredAdmin):
 
     @admin.display(description="claimant", ordering="claimant")
     def claimant_address(self, submission: Submission) -> str:
-        return checksum_address(submission.claimant)
+        return _short_address(submission.claimant)
 
     @admin.display(description="bond", ordering="bond_amount")
     def bond(self, submission: Submission) -> str:
-        return usdc(submission.bond_amount)
+        return _short_usdc(submission.bond_amount)
 
     @admin.display(description="related records")
     def related(self, submission: Submission) -> str:
@@ -140,24 +221,16 @@ class SubmissionAdmin(MirroredAdmin):
 
 
 @admin.register(Dispute)
-class DisputeAdmin(MirroredAdmin):
-    list_display = ["dispute_id", "status", "bounty_id", "submission_id", "challenger", "bond", "created_at",
-                    "review_link"]
+class DisputeAdmin(DisputeColumns, MirroredAdmin):
+    list_display = ["review_link", "dispute", "status", "bounty", "submission", "challenger", "bond", "created"]
+    list_display_links = ["dispute"]
     list_filter = ["status", "deployment", "created_at"]
     ordering = ["-created_at", "-dispute_id"]
     extra_readonly = ("related",)
 
-    @admin.display(description="challenger", ordering="challenger_id")
-    def challenger(self, dispute: Dispute) -> str:
-        return checksum_address(dispute.challenger_id)
-
     @admin.display(description="bond", ordering="bond_amount")
     def bond(self, dispute: Dispute) -> str:
-        return usdc(dispute.bond_amount)
-
-    @admin.display(description="review")
-    def review_link(self, dispute: Dispute) -> str:
-        return _link("admin:records_dispute_review", [dispute.pk], "review")
+        return _short_usdc(dispute.bond_amount)
 
     @admin.display(description="related records")
     def related(self, dispute: Dispute) -> str:
@@ -211,33 +284,22 @@ class DisputeAdmin(MirroredAdmin):
 
 
 @admin.register(DisputeReviewQueue)
-class DisputeReviewQueueAdmin(MirroredAdmin):
-    """The disputes waiting for a moderator, oldest first; each row opens its review page."""
+class DisputeReviewQueueAdmin(DisputeColumns, MirroredAdmin):
+    """The disputes waiting for a moderator, oldest first; each row opens its review page (the
+    first column, so that it is in view however narrow the window)."""
 
-    list_display = ["dispute_id", "pending_for", "bounty_id", "submission_id", "challenger", "notes",
-                    "review_link"]
+    list_display = ["review_link", "dispute", "pending_for", "bounty", "submission", "challenger", "notes"]
     list_display_links = None
     list_filter = ["deployment"]
     ordering = ["created_at", "dispute_id"]
-
-    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
-        return super().get_queryset(request).filter(status=DisputeStatus.PENDING_HUMAN_REVIEW)
 
     @admin.display(description="pending for", ordering="created_at")
     def pending_for(self, dispute: Dispute) -> str:
         return timesince(dispute.created_at, timezone.now())
 
-    @admin.display(description="challenger")
-    def challenger(self, dispute: Dispute) -> str:
-        return checksum_address(dispute.challenger_id)
-
     @admin.display(description="notes")
     def notes(self, dispute: Dispute) -> int:
         return ModeratorNote.objects.filter(deployment_id=dispute.deployment_id, dispute_id=dispute.dispute_id).count()
-
-    @admin.display(description="review")
-    def review_link(self, dispute: Dispute) -> str:
-        return _link("admin:records_dispute_review", [dispute.pk], "review")
 
     def change_view(self, request: HttpRequest, object_id: str, form_url: str = "",
                     extra_context: dict[str, Any] | None = None) -> HttpResponse:

@@ -11,6 +11,8 @@ lists can sort on them through an index instead of counting per request.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
@@ -206,8 +208,16 @@ class Dispute(ChainRecord):
         return f"dispute {self.dispute_id} ({self.deployment_id})"
 
 
+class PendingReviewManager(models.Manager["DisputeReviewQueue"]):
+    def get_queryset(self) -> models.QuerySet[DisputeReviewQueue]:
+        return super().get_queryset().filter(status=DisputeStatus.PENDING_HUMAN_REVIEW)
+
+
 class DisputeReviewQueue(Dispute):
-    """Disputes pending human review, oldest first: the moderators' queue in the admin."""
+    """Disputes pending human review, oldest first: the moderators' queue in the admin. Its
+    manager holds only those, so the queue and the count on the admin's front page agree."""
+
+    objects: ClassVar[PendingReviewManager] = PendingReviewManager()
 
     class Meta:
         proxy = True

@@ -1,4 +1,4 @@
-"""The JSON representation of records (decisions.md section 2), the same everywhere.
+"""The JSON representation of records (docs/api.md, Records), the same everywhere.
 
 REST rows, single records, overviews and websocket payloads all come from these functions, so
 a record has one JSON shape: integer IDs and counters as numbers, amounts as exact decimal

@@ -1,4 +1,4 @@
-"""The text `q` searches (decisions.md section 4), kept in one column per record.
+"""The text `q` searches (docs/api.md, Lists), kept in one column per record.
 
 `q` is a case-insensitive substring match against the record's decimal ID and its parents',
 its status, actor addresses, metadata URI and hash, transaction hash, and the route's text

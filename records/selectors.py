@@ -26,7 +26,7 @@ from records.search import matching, search_term
 Resource = Literal["bounties", "submissions", "disputes"]
 RecordT = TypeVar("RecordT", Bounty, Submission, Dispute)
 
-# Sort keys of the spec (decisions.md section 4) and the model field each one sorts by.
+# The lists' sort keys (docs/api.md, Parameters) and the model field each one sorts by.
 SORT_FIELDS: dict[Resource, dict[str, str]] = {
     "bounties": {
         "id": "bounty_id", "created_at": "created_at", "deadline": "deadline", "reward": "bounty_amount",

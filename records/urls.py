@@ -1,8 +1,9 @@
 from django.urls import path
 
-from records.api import views
+from records.api import root, views
 
 urlpatterns = [
+    path("", root.ServiceRoot.as_view(), name="root"),
     path("health", views.Health.as_view(), name="health"),
     path("bounties", views.BountyList.as_view(), name="bounty-list"),
     path("bounties/<int:record_id>", views.BountyDetail.as_view(), name="bounty-detail"),

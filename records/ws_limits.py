@@ -1,4 +1,5 @@
-"""The limits of the websocket `/ws/events` (decisions.md section 8), each closing with 1008.
+"""The limits of the websocket `/ws/events` (docs/api.md, Limits and close codes), each closing
+with 1008.
 
 Connections are counted per process (BOUNTY_WS_MAX_CONNECTIONS) and per client address
 (BOUNTY_WS_MAX_CONNECTIONS_PER_CLIENT, in the cache, so with Redis every process shares the

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from django.db import connection
+
 from contracts.devchain import free_port
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
@@ -27,6 +29,14 @@ class Server:
 
     def http(self, path: str) -> str:
         return f"http://127.0.0.1:{self.port}{path}"
+
+
+def database_url() -> str:
+    """The test database, as DATABASE_URL for a server or indexer process that shares it."""
+    settings = connection.settings_dict
+    if connection.vendor == "sqlite":
+        return f"sqlite:///{settings['NAME']}"
+    return f"postgres://{settings['USER']}@{settings['HOST']}:{settings['PORT']}/{settings['NAME']}"
 
 
 def start_daphne(env: dict[str, str], application: str = "bountysite.asgi:application") -> Server:
@@ -53,3 +63,19 @@ def stop(process: subprocess.Popen[Any]) -> None:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+def wait_for_line(process: subprocess.Popen[str], needle: str, timeout: float = 120) -> list[str]:
+    """The lines `process` printed up to the first one containing `needle`; fails if it never does."""
+    assert process.stdout is not None
+    lines: list[str] = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = process.stdout.readline()
+        if not line:
+            break
+        lines.append(line.rstrip())
+        if needle in line:
+            return lines
+    process.kill()
+    raise AssertionError(f"{needle!r} never printed; output:\n" + "\n".join(lines))

@@ -21,7 +21,7 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.cache import cache
 from django.core.handlers.asgi import ASGIRequest
-from django.http import HttpRequest, HttpResponse, HttpResponseBase, StreamingHttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBase, HttpResponseNotModified, StreamingHttpResponse
 
 CACHE_CONTROL = "public, no-cache"
 
@@ -51,7 +51,8 @@ def if_none_match(request: HttpRequest, etag: str) -> bool:
 
 
 def not_modified(etag: str) -> HttpResponse:
-    response = HttpResponse(status=304)
+    """A 304: the 200's ETag and caching headers, no Content-Type (Django's class drops it), no body."""
+    response = HttpResponseNotModified()
     response["ETag"] = etag
     response["Cache-Control"] = CACHE_CONTROL
     response["Vary"] = "Accept"  # the same URL serves the browsable API to browsers
@@ -98,12 +99,14 @@ async def _pull(chunks: Iterator[bytes]) -> AsyncIterator[bytes]:
 
 
 def streamed_json_array(request: HttpRequest, key: str, chunks: Callable[[], Iterator[bytes]]) -> HttpResponseBase:
-    """A JSON array streamed chunk by chunk, tagged by its cache key."""
+    """A JSON array streamed chunk by chunk, tagged by its cache key. A HEAD reads no records: its
+    headers are GET's (no Content-Length, which a stream never has) and its body would be dropped."""
     etag = f'W/"{key.removeprefix("api:")[:32]}"'
     if if_none_match(request, etag):
         return not_modified(etag)
     served_by_asgi = isinstance(getattr(request, "_request", request), ASGIRequest)  # DRF wraps the request
-    body = _pull(chunks()) if served_by_asgi else chunks()
+    array = iter(()) if request.method == "HEAD" else chunks()
+    body = _pull(array) if served_by_asgi else array
     response = StreamingHttpResponse(body, content_type="application/json")
     response["ETag"] = etag
     response["Cache-Control"] = CACHE_CONTROL

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.http import HttpRequest, JsonResponse
+import orjson
+from django.http import HttpRequest, HttpResponse
+from django.views.decorators.csrf import csrf_exempt
 from rest_framework.response import Response
 from rest_framework.views import exception_handler
 
@@ -25,17 +27,24 @@ def _flatten(data: Any) -> str:
     return str(data)
 
 
-def not_found(request: HttpRequest, exception: Exception | None = None) -> JsonResponse:
-    return JsonResponse({"detail": f"no route {request.path}"}, status=404)
+def error_response(detail: str, status: int) -> HttpResponse:
+    """The error as DRF's views render theirs (compact JSON, `application/json`), for the answers
+    Django gives outside them: unknown routes, server errors, the rate limit."""
+    return HttpResponse(orjson.dumps({"detail": detail}), status=status, content_type="application/json")
 
 
-def server_error(request: HttpRequest) -> JsonResponse:
-    return JsonResponse({"detail": "internal server error"}, status=500)
+@csrf_exempt  # a POST to an unknown route is a 404, not CSRF's HTML 403: there is nothing to protect
+def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    return error_response(f"no route {request.path}", 404)
 
 
-def bad_request(request: HttpRequest, exception: Exception | None = None) -> JsonResponse:
-    return JsonResponse({"detail": "bad request"}, status=400)
+def server_error(request: HttpRequest) -> HttpResponse:
+    return error_response("internal server error", 500)
 
 
-def permission_denied(request: HttpRequest, exception: Exception | None = None) -> JsonResponse:
-    return JsonResponse({"detail": "permission denied"}, status=403)
+def bad_request(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    return error_response("bad request", 400)
+
+
+def permission_denied(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    return error_response("permission denied", 403)

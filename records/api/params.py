@@ -1,4 +1,4 @@
-"""Query parameters of the read routes, parsed as decisions.md sections 3 to 5 say.
+"""Query parameters of the read routes, as docs/api.md (Lists, Deployments) describes them.
 
 Lenient parameters never fail: `limit` is clamped to 1..100 (anything but an integer means 50),
 a `cursor` that is not a non-negative integer reads from offset 0, an unknown `sort` means `id`
@@ -90,7 +90,7 @@ def parse_deployment_filter(params: QueryDict) -> DeploymentFilter:
 
 
 def qualified_deployment(params: QueryDict) -> Deployment:
-    """The deployment a single-record route or parent filter addresses (decisions.md section 5).
+    """The deployment a single-record route or parent filter addresses (docs/api.md, Deployments).
 
     Both `chain_id` and `contract_address`: that deployment; neither: the active deployment;
     one of them: 400. NoSuchDeployment when the service does not index it."""

@@ -16,9 +16,10 @@ from collections.abc import Callable
 
 from django.conf import settings
 from django.core.cache import caches
-from django.http import HttpRequest, HttpResponseBase, JsonResponse
+from django.http import HttpRequest, HttpResponseBase
 
 from bountysite.cache import RedisCache
+from records.api.errors import error_response
 
 EXEMPT_PATHS = frozenset({"/health"})
 
@@ -71,9 +72,7 @@ class RateLimitMiddleware:
         reset = window_start + window
         count = _count(f"ratelimit:{client_address(request)}:{window_start}", timeout=window + 1)
         if count > limit:
-            response: HttpResponseBase = JsonResponse(
-                {"detail": f"rate limit of {limit} requests per {window} s exceeded"}, status=429
-            )
+            response: HttpResponseBase = error_response(f"rate limit of {limit} requests per {window} s exceeded", 429)
             response["Retry-After"] = str(max(1, math.ceil(reset - now)))
         else:
             response = self.get_response(request)

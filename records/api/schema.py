@@ -211,6 +211,10 @@ _RATE_HEADERS = {
     "X-RateLimit-Remaining": {"schema": {"type": "integer"}, "description": "requests left in this window"},
     "X-RateLimit-Reset": {"schema": {"type": "integer"}, "description": "Unix time when the window resets"},
 }
+_TAG_HEADERS = {
+    "ETag": {"schema": {"type": "string"}, "description": 'weak, W/"..."'},
+    "Cache-Control": {"schema": {"type": "string"}, "description": "public, no-cache"},
+}
 _ERROR = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
 
 
@@ -225,12 +229,10 @@ def add_common_responses(result: dict[str, Any], generator: Any, request: Any, p
                 responses.setdefault("503", {"description": "the database is unreachable", "content": _ERROR})
                 continue
             if "200" in responses:
-                responses["200"].setdefault("headers", {}).update({
-                    "ETag": {"schema": {"type": "string"}, "description": 'weak, W/"..."'},
-                    "Cache-Control": {"schema": {"type": "string"}, "description": "public, no-cache"},
-                })
+                responses["200"].setdefault("headers", {}).update(_TAG_HEADERS)
             responses.setdefault("304", {"description": "If-None-Match matched the current ETag (weak "
-                                         "comparison, a list or *); no body"})
+                                         "comparison, a list or *); no body, no Content-Type",
+                                         "headers": dict(_TAG_HEADERS)})
             responses.setdefault("405", {"description": "any method but GET, HEAD, OPTIONS", "content": _ERROR})
             responses.setdefault("429", {
                 "description": "rate limit exceeded", "content": _ERROR,

@@ -5,7 +5,9 @@ resolution; then sends it with a browser wallet and sees the dispute resolved on
 has seen the transaction. No wallet extension runs in a headless browser, so the page gets a
 minimal EIP-1193 provider that forwards every request to the real anvil node, where the
 arbiter's account is unlocked: the transaction the page sends is really mined and indexed.
-Screenshots for a person to look at go to var/screenshots/.
+Screenshots for a person to look at go to var/screenshots/. The queue and the disputes list must
+fit a 1280 and a 1024 px wide window, review links in view; screenshots of those go to the test's
+temporary folder.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from contracts.demo import seed_demo_activity
 from indexer.sync import Indexer
 from records.models import Dispute
 from records.moderation import ensure_moderators_group
+from records.representation import checksum_address
 from tests.admin.conftest import PASSWORD
 from tests.chain import Chain
 from tests.indexer.conftest import config_for, index_to_head
@@ -50,15 +53,29 @@ def shot(page: Page, name: str) -> None:
     page.screenshot(path=str(SCREENSHOTS / f"admin-{name}.png"), full_page=True)
 
 
-def test_a_moderator_reviews_a_dispute_and_the_arbiter_resolves_it(
-    chain: Chain, live_server: object, browser: Browser
-) -> None:
+@pytest.fixture
+def demo(chain: Chain) -> Indexer:
+    """The demo activity, indexed (three disputes pending review), and a moderator to log in as."""
     seed_demo_activity(chain.w3, chain.deployment)
     indexer = Indexer(config_for(chain))
     indexer.ensure_deployment()
     index_to_head(indexer)
     user = User.objects.create_user("moderator", password=PASSWORD, is_staff=True)
     user.groups.add(ensure_moderators_group())
+    return indexer
+
+
+def log_in(page: Page, base: str) -> None:
+    page.goto(f"{base}/admin/login/?next=/admin/")
+    page.fill("#id_username", "moderator")
+    page.fill("#id_password", PASSWORD)
+    page.click("input[type=submit]")
+
+
+def test_a_moderator_reviews_a_dispute_and_the_arbiter_resolves_it(
+    chain: Chain, demo: Indexer, live_server: object, browser: Browser
+) -> None:
+    indexer = demo
     target = Dispute.objects.filter(status="pending_human_review", submission_id=5).get()
 
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
@@ -66,11 +83,9 @@ def test_a_moderator_reviews_a_dispute_and_the_arbiter_resolves_it(
     page = context.new_page()
     base = str(live_server)
 
-    page.goto(f"{base}/admin/login/?next=/admin/")
-    page.fill("#id_username", "moderator")
-    page.fill("#id_password", PASSWORD)
-    page.click("input[type=submit]")
+    log_in(page, base)
     expect(page.get_by_role("link", name="Review queue: disputes pending review")).to_be_visible()
+    expect(page.locator("#review-waiting")).to_have_text("3 disputes waiting for review")
     shot(page, "1-index")
 
     page.get_by_role("link", name="Review queue: disputes pending review").click()
@@ -107,3 +122,50 @@ def test_a_moderator_reviews_a_dispute_and_the_arbiter_resolves_it(
     context.close()
     target.refresh_from_db()
     assert target.status == "upheld"
+
+
+# How far the page and the list scroll sideways (0 when they fit), and whether every review link
+# lies whole inside both the window and the list's visible box.
+LAYOUT = """() => {
+  const page = document.documentElement;
+  const list = document.querySelector("#changelist-form .results");
+  const box = list.getBoundingClientRect();
+  const links = [...document.querySelectorAll('#result_list a[href$="/review/"]')].map((link) => {
+    const r = link.getBoundingClientRect();
+    const inView = r.width > 0 && r.left >= Math.max(0, box.left) && r.right <= Math.min(innerWidth, box.right);
+    return {text: link.textContent, inView};
+  });
+  return {pageOverflow: page.scrollWidth - page.clientWidth, listOverflow: list.scrollWidth - list.clientWidth, links};
+}"""
+
+
+@pytest.mark.parametrize("width", [1280, 1024])
+def test_the_queue_and_the_disputes_list_fit_the_window(
+    demo: Indexer, live_server: object, browser: Browser, width: int, tmp_path: Path
+) -> None:
+    context = browser.new_context(viewport={"width": width, "height": 900})
+    page = context.new_page()
+    base = str(live_server)
+    log_in(page, base)
+    expect(page.locator("#review-waiting")).to_have_text("3 disputes waiting for review")
+    page.screenshot(path=str(tmp_path / f"index-{width}.png"), full_page=True)
+
+    page.locator("#review-waiting a").click()
+    expect(page.locator("#result_list tbody tr")).to_have_count(3)
+    expect(page.locator("#result_list thead th").first).to_have_text("Review")
+    oldest = Dispute.objects.filter(status="pending_human_review").order_by("created_at", "dispute_id").first()
+    assert oldest is not None
+    full = checksum_address(oldest.challenger_id)
+    expect(page.locator("#result_list tbody tr").first.locator(".address")).to_have_attribute("title", full)
+    layout = page.evaluate(LAYOUT)
+    page.screenshot(path=str(tmp_path / f"queue-{width}.png"), full_page=True)
+    assert (layout["pageOverflow"], layout["listOverflow"]) == (0, 0)
+    assert layout["links"] == [{"text": "review", "inView": True}] * 3
+
+    page.goto(f"{base}/admin/records/dispute/")
+    expect(page.locator("#result_list tbody tr")).to_have_count(6)
+    layout = page.evaluate(LAYOUT)
+    page.screenshot(path=str(tmp_path / f"disputes-{width}.png"), full_page=True)
+    assert (layout["pageOverflow"], layout["listOverflow"]) == (0, 0)
+    assert layout["links"] == [{"text": "review", "inView": True}] * 6
+    context.close()

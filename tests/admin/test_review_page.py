@@ -1,10 +1,13 @@
-"""The review page and the queue: the three records, metadata checks, and the prepared transaction."""
+"""The review page and the queue: the three records, metadata checks, the prepared transaction,
+and the queue's columns."""
 
 from __future__ import annotations
 
 import json
+import re
 from datetime import timedelta
 
+import pytest
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
@@ -12,6 +15,7 @@ from django.utils import timezone
 from bounty_client import TransactionBuilder
 from bounty_client.deployment import Deployment as ClientDeployment
 from records.models import Dispute, Submission
+from records.representation import checksum_address
 from tests.factories import make_dispute, set_status
 
 
@@ -28,6 +32,24 @@ def test_the_queue_lists_pending_disputes_oldest_first(moderator_client: Client,
     response = moderator_client.get(reverse("admin:records_disputereviewqueue_changelist"))
     shown = [row.dispute_id for row in response.context["cl"].result_list]
     assert shown == [d.dispute_id for d in sorted([older, newer, dispute], key=lambda d: d.created_at)]
+
+
+def test_the_queue_starts_each_row_with_its_review_link(moderator_client: Client, dispute: Dispute) -> None:
+    page = moderator_client.get(reverse("admin:records_disputereviewqueue_changelist")).content.decode()
+    review = reverse("admin:records_dispute_review", args=[dispute.pk])
+    first_cell = re.search(r'<tr>\s*<td class="field-(\w+)">(.*?)</td>', page.split('<tbody>')[1], re.S)
+    assert first_cell is not None
+    assert first_cell.groups() == ("review_link", f'<a href="{review}">review</a>')
+
+
+@pytest.mark.parametrize("url_name", ["admin:records_disputereviewqueue_changelist",
+                                      "admin:records_dispute_changelist"])
+def test_lists_shorten_addresses_and_show_the_whole_on_hover(moderator_client: Client, dispute: Dispute,
+                                                           url_name: str) -> None:
+    page = moderator_client.get(reverse(url_name)).content.decode()
+    full = checksum_address(dispute.challenger_id)
+    assert f'<span class="address" title="{full}">{full[:6]}…{full[-4:]}</span>' in page
+    assert f">{full}<" not in page
 
 
 def test_the_queue_is_one_click_from_the_admin_index(moderator_client: Client, db: None) -> None:

@@ -648,7 +648,7 @@ def check_missing(api: Client, template: str, deployment: Deployment) -> None:
 
 def check_record_types(row: dict[str, Any], amounts: Iterable[str], addresses: Iterable[str],
                        integers: Iterable[str], times: Iterable[str]) -> None:
-    """decisions.md section 2: numbers, decimal strings, EIP-55 addresses, lowercase hashes, RFC 3339 Z."""
+    """docs/api.md, Records: numbers, decimal strings, EIP-55 addresses, lowercase hashes, RFC 3339 Z."""
     for name in integers:
         assert type(row[name]) is int, name
     for name in amounts:

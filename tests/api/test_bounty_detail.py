@@ -20,7 +20,7 @@ def test_it_answers_the_bounty_without_submission_count(api: Client, active: Dep
     assert set(body) == h.BOUNTY_FIELDS
 
 
-def test_its_fields_have_the_json_types_of_the_decisions(api: Client, active: Deployment) -> None:
+def test_its_fields_have_the_documented_json_types(api: Client, active: Deployment) -> None:
     bounty = make_bounty(
         active, bounty_amount=h.UINT256_MAX, fee_amount=0, bond_amount=2**70, duration=2**40,
         challenge_window=0, poster="0x" + "aBcDeF0123" * 4, metadata_hash="0x" + "AB" * 32,

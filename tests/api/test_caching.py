@@ -27,8 +27,11 @@ def fetch(api: Client, template: str, tree: h.Tree, tag: str | None = None, meth
 
 
 def assert_not_modified(response: HttpResponseBase, etag: str) -> None:
+    """A 304 with the tag, no body and no Content-Type (it describes no content)."""
     assert response.status_code == 304
     assert response["ETag"] == etag
+    assert response["Cache-Control"] == CACHE_CONTROL
+    assert "Content-Type" not in response
     assert h.content(response) == b""
 
 

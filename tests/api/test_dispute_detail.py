@@ -18,7 +18,7 @@ def test_it_answers_the_dispute(api: Client, active: Deployment) -> None:
     assert set(body) == h.DISPUTE_FIELDS
 
 
-def test_its_fields_have_the_json_types_of_the_decisions(api: Client, active: Deployment) -> None:
+def test_its_fields_have_the_documented_json_types(api: Client, active: Deployment) -> None:
     submission = make_submission(make_bounty(active, bounty_id=2**62), submission_id=2**63 - 1)
     dispute = make_dispute(submission, bond_amount=h.UINT256_MAX, challenger_id="0x" + "aBcDeF0123" * 4,
                            metadata_hash="0x" + "AB" * 32, tx_hash="0x" + "Cd" * 32)

@@ -274,7 +274,7 @@ def test_a_parent_with_qualifiers_lists_that_deployments_disputes(api: Client, a
 
 
 def test_bounty_id_and_submission_id_combine(api: Client, active: Deployment) -> None:
-    """Filters combine with each other (decisions.md section 4): the disputes of submission 71 of bounty 7."""
+    """Filters combine with each other (docs/api.md, Lists): the disputes of submission 71 of bounty 7."""
     h.colliding_tree(active)
     body = h.page(api, PATH, {"bounty_id": "7", "submission_id": "71"})
     assert (h.ids(body["items"]), body["total"]) == ([710], 1)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import orjson
 import pytest
 from django.http import HttpResponseBase
 from django.test import Client
@@ -23,15 +24,17 @@ def tree(active: Deployment) -> h.Tree:
 
 
 def detail_of(response: HttpResponseBase, status: int) -> str:
+    """The detail of the one error shape: compact JSON `{"detail": "<message>"}`, as application/json."""
     assert response.status_code == status, h.content(response)[:300]
-    assert response["Content-Type"].startswith("application/json")
+    assert response["Content-Type"] == "application/json"
     body = json.loads(h.content(response))
     assert list(body) == ["detail"] and isinstance(body["detail"], str) and body["detail"]
+    assert h.content(response) == orjson.dumps(body)
     return str(body["detail"])
 
 
 UNKNOWN_ROUTES = [
-    "/", "/nope", "/bounties/", "/bounties/abc", "/bounties/-1", "/bounties/1.5", "/bounties/0x1",
+    "/nope", "/bounties/", "/bounties/abc", "/bounties/-1", "/bounties/1.5", "/bounties/0x1",
     "/bounties/1/overview/", "/bounties/1/extra", "/BOUNTIES", "/Bounties/1", "/submissions/1/disputes",
     "/health/", "/api/", "/bounties/%F0%9F%98%80", "/bounties/%D9%A3", "/bounties/%00", "/%00",
     f"/bounties/{HUGE_DIGITS}", f"/disputes/{HUGE_DIGITS}/overview", "/static/nothing.css",
@@ -39,9 +42,13 @@ UNKNOWN_ROUTES = [
 
 
 @pytest.mark.parametrize("path", UNKNOWN_ROUTES)
-def test_an_unknown_route_is_a_json_404(api: Client, active: Deployment, path: str) -> None:
-    for method in ("get", "post", "delete"):
-        detail_of(getattr(api, method)(path), 404)
+def test_an_unknown_route_is_a_json_404_for_every_method(active: Deployment, path: str) -> None:
+    """A POST without a CSRF token too, as programs send it (not CSRF's HTML 403)."""
+    client = Client(HTTP_ACCEPT="application/json", enforce_csrf_checks=True)
+    for method in ("get", "post", "put", "patch", "delete", "options"):
+        detail_of(getattr(client, method)(path), 404)
+    head = client.head(path)
+    assert (head.status_code, head["Content-Type"]) == (404, "application/json")
 
 
 @pytest.mark.parametrize("path", ["/nope", "/bounties/abc", "/bounties/1/overview/"])

@@ -72,6 +72,20 @@ def test_each_route_makes_a_fixed_number_of_queries(api: Client, django_assert_n
             assert api.get(path, headers={"If-None-Match": response["ETag"]}).status_code == 304
 
 
+@pytest.mark.parametrize(("template", "queries"), [
+    ("/bounties", 1), ("/submissions", 1), ("/disputes", 1),  # V
+    ("/submissions?bounty_id={b}", 2), ("/disputes?submission_id={s}", 2),  # Q V
+])
+def test_head_of_an_unpaged_list_reads_no_records(api: Client, django_assert_num_queries: DjangoAssertNumQueries,
+                                                  tree: h.Tree, template: str, queries: int) -> None:
+    """A HEAD sends no body, so the stream of records is never read; its tag is GET's."""
+    path = template.format(**tree.ids)
+    with django_assert_num_queries(queries):
+        head = api.head(path)
+        assert h.content(head) == b""
+    assert head["ETag"] == api.get(path)["ETag"]
+
+
 def test_only_a_full_page_or_one_past_the_end_reads_the_total(
         api: Client, active: Deployment, django_assert_num_queries: DjangoAssertNumQueries) -> None:
     """A page with fewer rows than its limit ends the list, so its offset plus its rows is the

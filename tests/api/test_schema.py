@@ -80,7 +80,13 @@ def test_every_error_and_the_rate_limit_headers_are_documented(schema: dict[str,
         assert set(response.get("headers", {})) >= RATE_HEADERS, status
     assert "Retry-After" in responses["429"]["headers"]
     assert {"ETag", "Cache-Control"} <= set(responses["200"]["headers"])
-    assert "content" not in responses["304"]  # a 304 has no body
+
+
+@pytest.mark.parametrize("path", sorted(RECORD_ROUTES))
+def test_a_304_is_documented_with_the_tag_and_without_a_body(schema: dict[str, Any], path: str) -> None:
+    not_modified = schema["paths"][path]["get"]["responses"]["304"]
+    assert {"ETag", "Cache-Control"} <= set(not_modified["headers"])
+    assert "content" not in not_modified
 
 
 def test_health_documents_its_503_and_is_not_rate_limited(schema: dict[str, Any]) -> None:

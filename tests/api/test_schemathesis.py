@@ -46,6 +46,7 @@ def records(active: Deployment) -> h.Tree:
 def test_every_operation_answers_as_its_schema_says(case: Any, records: h.Tree) -> None:
     # Not checked: that every schema-valid request is accepted, since `chain_id` and
     # `contract_address` must come together (OpenAPI 3.0 cannot say so), nor that invalid values
-    # are refused, since `limit`, `cursor`, `sort` and `dir` are lenient by design (decisions.md).
+    # are refused, since `limit`, `cursor`, `sort` and `dir` are lenient by design (docs/api.md,
+    # Parameters).
     case.call_and_validate(headers={"Accept": "application/json"},
                            excluded_checks=[positive_data_acceptance, negative_data_rejection])

@@ -11,12 +11,11 @@ from urllib.parse import urlsplit
 
 import pytest
 import redis
-from django.db import connection
 
 from records.models import Deployment
 from tests.api import helpers as h
 from tests.factories import ACTIVE_CONTRACT, ACTIVE_USDC
-from tests.servers import Server, start_daphne, stop
+from tests.servers import Server, database_url, start_daphne, stop
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -38,11 +37,8 @@ def shared_redis(worker_id: str) -> Iterator[str]:
 
 @pytest.fixture
 def two_servers(shared_redis: str) -> Iterator[tuple[Server, Server]]:
-    settings = connection.settings_dict
-    database = (f"sqlite:///{settings['NAME']}" if connection.vendor == "sqlite"
-                else f"postgres://{settings['USER']}@{settings['HOST']}:{settings['PORT']}/{settings['NAME']}")
     env = {
-        **os.environ, "DATABASE_URL": database, "REDIS_URL": shared_redis, "BOUNTY_CHAIN_ID": "91342",
+        **os.environ, "DATABASE_URL": database_url(), "REDIS_URL": shared_redis, "BOUNTY_CHAIN_ID": "91342",
         "BOUNTY_CONTRACT_ADDRESS": ACTIVE_CONTRACT, "BOUNTY_USDC_ADDRESS": ACTIVE_USDC,
         "BOUNTY_RATE_LIMIT": str(LIMIT), "BOUNTY_RATE_WINDOW_SECONDS": str(WINDOW),
     }

@@ -20,7 +20,7 @@ def test_it_answers_the_submission_without_dispute_count(api: Client, active: De
     assert set(body) == h.SUBMISSION_FIELDS
 
 
-def test_its_fields_have_the_json_types_of_the_decisions(api: Client, active: Deployment) -> None:
+def test_its_fields_have_the_documented_json_types(api: Client, active: Deployment) -> None:
     submission = make_submission(
         make_bounty(active, bounty_id=2**62), bond_amount=h.UINT256_MAX, tile_id="0x" + "aBcDeF0123" * 4,
         claimant="0x" + "FF" * 20, metadata_hash="0x" + "AB" * 32, tx_hash="0x" + "Cd" * 32, log_index=2**31 - 1,

@@ -15,6 +15,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from bounty_client import Deployment, TransactionBuilder
+from tests.websocket.conftest import indexer_process, servers  # noqa: F401 (the walk-through's service)
 
 CHAIN_ID = 91342
 CONTRACT = "0x5FbDB2315678afecb367f032d93F642f64180aa3"
@@ -80,7 +81,8 @@ class FakeReadService:
     """A read service that follows the spec's routes and paging rules over a fixed data set.
 
     `requests` records every request it received; `responses` overrides a path with a fixed
-    (status, body); `delay` holds every answer back that many seconds.
+    (status, body), sent as JSON, or as HTML when the body is `bytes`; `delay` holds every answer
+    back that many seconds.
     """
 
     url: str = ""
@@ -173,10 +175,11 @@ def _handler(service: FakeReadService) -> type[BaseHTTPRequestHandler]:
             if service.delay:
                 time.sleep(service.delay)
             status, body = service.answer(url.path, query)
-            payload = json.dumps(body).encode("utf-8")
+            raw = isinstance(body, bytes)
+            payload = body if raw else json.dumps(body).encode("utf-8")
             try:
                 self.send_response(status)
-                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Type", "text/html" if raw else "application/json")
                 self.send_header("Content-Length", str(len(payload)))
                 self.end_headers()
                 self.wfile.write(payload)

@@ -12,6 +12,7 @@ import pytest
 
 from bounty_client import metadata_hash, metadata_to_data_uri
 from bounty_client.cli import main
+from contracts.devchain import free_port
 from tests.client.conftest import CHAIN_ID, CONTRACT, USDC
 
 DEPLOYMENT_ENV = {
@@ -83,9 +84,7 @@ def test_it_prints_every_transaction(capsys, builder, deployment_env, argv, expe
     assert json.loads(out) == expected(builder)
 
 
-def test_it_reads_the_deployment_from_the_service(capsys, monkeypatch, read_service):
-    for name in (*DEPLOYMENT_ENV, "BOUNTY_SERVICE_URL"):
-        monkeypatch.delenv(name, raising=False)
+def test_it_reads_the_deployment_from_the_service(capsys, no_deployment_env, read_service):
     status, out, _ = run(capsys, "tx", "withdraw", "--service-url", read_service.url)
     assert status == 0
     assert json.loads(out)["to"] == CONTRACT
@@ -98,43 +97,118 @@ def test_flags_override_the_environment(capsys, deployment_env):
     assert json.loads(out)["chainId"] == 1
 
 
-def test_a_missing_deployment_is_reported(capsys, monkeypatch):
+@pytest.fixture
+def no_deployment_env(monkeypatch):
     for name in (*DEPLOYMENT_ENV, "BOUNTY_SERVICE_URL"):
         monkeypatch.delenv(name, raising=False)
-    status, _, err = run(capsys, "tx", "withdraw")
+
+
+def error_line(message: str) -> str:
+    """What the command prints on stderr for an error: one line."""
+    return f"python -m bounty_client: error: {message}\n"
+
+
+def test_a_missing_deployment_says_how_to_name_the_read_service_instead(capsys, no_deployment_env):
+    status, out, err = run(capsys, "tx", "withdraw")
+    assert (status, out) == (2, "")
+    assert err == error_line(
+        "missing environment variables: BOUNTY_CONTRACT_ADDRESS, BOUNTY_USDC_ADDRESS. Name the read service, "
+        "whose /health gives the deployment: --service-url URL or BOUNTY_SERVICE_URL=URL (the dev server's is "
+        "http://127.0.0.1:8000); or set the variables, or give --contract-address and --usdc-address"
+    )
+
+
+def test_a_half_given_deployment_names_only_the_missing_flag(capsys, no_deployment_env):
+    status, _, err = run(capsys, "tx", "withdraw", "--contract-address", CONTRACT)
     assert status == 2
-    assert "missing environment variables: BOUNTY_CONTRACT_ADDRESS, BOUNTY_USDC_ADDRESS" in err
+    assert err.startswith("python -m bounty_client: error: missing environment variables: BOUNTY_USDC_ADDRESS. ")
+    assert err.endswith("or give --usdc-address\n")
 
 
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["tx", "finalize", "--bounty-id", "-1"], "number must be a safe uint"),
-        (["tx", "approve-usdc", "--amount", str(2**256)], "uint256 value out of range"),
+        (["tx", "finalize", "--bounty-id", "-1"], "--bounty-id: number must be a safe uint"),
+        (["tx", "submit", "--bounty-id", "1.5", "--metadata-uri", "ipfs://x", "--metadata-hash", "0x" + "00" * 32],
+         "--bounty-id: number must be a safe uint"),
+        (["tx", "approve-usdc", "--amount", str(2**256)], "--amount: uint256 value out of range"),
         (["tx", "create-bounty", "--metadata-uri", "ipfs://x", "--metadata-hash", "0x12", "--reward", "1",
-          "--duration", "1"], "bytes32 value must be 32 bytes"),
+          "--duration", "1"], "--metadata-hash: bytes32 value must be 32 bytes"),
         (["tx", "create-bounty", "--metadata-uri", "ipfs://x", "--reward", "1", "--duration", "1"],
-         "--metadata-hash is required"),
+         "--metadata-hash is required with a --metadata-uri that is not an inline data URI"),
         (["tx", "create-bounty", "--metadata-uri", "ipfs://x", "--metadata-hash", "0x" + "00" * 32, "--reward", "1",
-          "--duration", str(2**64)], "uint64 value out of range"),
-        (["tx", "withdraw-to", "--recipient", "0x1234"], "invalid address"),
-        (["quote", "--reward", "1.5"], "number must be a safe uint"),
-        (["parse-uri", "ipfs://x"], "not an inline"),
+          "--duration", str(2**64)], "--duration: uint64 value out of range"),
+        (["tx", "create-bounty", "--metadata-uri", "ipfs://x", "--metadata-hash", "0x" + "00" * 32, "--reward", "x",
+          "--duration", "1"], "--reward: number must be a safe uint"),
+        (["tx", "dispute", "--submission-id", "abc", "--metadata-uri", "ipfs://x", "--metadata-hash", "0x" + "00" * 32],
+         "--submission-id: number must be a safe uint"),
+        (["tx", "resolve-dispute", "--dispute-id", "-3", "--upheld"], "--dispute-id: number must be a safe uint"),
+        (["tx", "withdraw-to", "--recipient", "0x1234"], "--recipient: invalid address"),
+        (["tx", "withdraw", "--chain-id", "one"], "--chain-id: number must be a safe uint"),
+        (["tx", "withdraw", "--contract-address", "0x12"], "--contract-address: invalid address"),
+        (["tx", "withdraw", "--usdc-address", "usdc"], "--usdc-address: invalid address"),
+        (["tx", "withdraw", "--timeout", "0"], "--timeout: must be a number of seconds above 0"),
+        (["quote", "--reward", "1.5"], "--reward: number must be a safe uint"),
+        (["quote", "--reward", "1", "--post-fee-bps", "10001"], "--post-fee-bps: post_fee_bps must be at most 10000"),
+        (["quote", "--reward", "1", "--submission-bond-bps", "-1"],
+         "--submission-bond-bps: number must be a safe uint"),
+        (["parse-uri", "ipfs://x"], "not an inline data:application/json URI holding valid JSON"),
     ],
 )
-def test_bad_input_exits_2_with_the_message(capsys, deployment_env, argv, message):
+def test_bad_input_exits_2_with_one_line_naming_the_flag(capsys, deployment_env, argv, message):
     status, out, err = run(capsys, *argv)
     assert (status, out) == (2, "")
-    assert err.startswith("python -m bounty_client: error: ")
-    assert message in err
+    assert err == error_line(message)
 
 
-def test_a_failed_request_exits_1(capsys, monkeypatch, read_service):
-    read_service.responses["/health"] = (503, {"status": "error"})
+def test_an_unreachable_service_exits_1_naming_the_flag_and_the_url(capsys, no_deployment_env):
+    url = f"http://127.0.0.1:{free_port()}"
+    status, out, err = run(capsys, "tx", "withdraw", "--service-url", url)
+    assert (status, out) == (1, "")
+    assert err.startswith(f"python -m bounty_client: error: --service-url: cannot reach {url}/health: ")
+    assert err.count("\n") == 1
+
+
+def test_an_unreachable_service_from_the_environment_names_the_variable(capsys, monkeypatch, no_deployment_env):
+    url = f"http://127.0.0.1:{free_port()}/"
+    monkeypatch.setenv("BOUNTY_SERVICE_URL", url)
+    status, _, err = run(capsys, "tx", "withdraw")
+    assert status == 1
+    assert err.startswith(f"python -m bounty_client: error: BOUNTY_SERVICE_URL: cannot reach {url}health: ")
+
+
+def test_a_slow_service_exits_1_naming_the_url_and_the_timeout(capsys, no_deployment_env, read_service):
+    read_service.delay = 1.0
+    status, _, err = run(capsys, "tx", "withdraw", "--service-url", read_service.url, "--timeout", "0.2")
+    assert status == 1
+    assert err == error_line(f"--service-url: {read_service.url}/health did not answer within 0.2 s")
+
+
+def test_a_failed_health_request_exits_1_with_the_status_and_the_services_detail(capsys, monkeypatch, read_service):
+    read_service.responses["/health"] = (503, {"status": "error", "detail": "database unreachable"})
     monkeypatch.setenv("BOUNTY_SERVICE_URL", read_service.url)
     status, _, err = run(capsys, "tx", "withdraw")
     assert status == 1
-    assert "request failed: 503" in err
+    assert err == error_line(
+        f"BOUNTY_SERVICE_URL: {read_service.url}/health: request failed: 503 (database unreachable)"
+    )
+
+
+def test_a_service_that_is_not_the_read_service_exits_1(capsys, no_deployment_env, read_service):
+    read_service.responses["/health"] = (200, b"<html>hello</html>")
+    status, _, err = run(capsys, "tx", "withdraw", "--service-url", read_service.url)
+    assert status == 1
+    assert err == error_line(
+        f"--service-url: {read_service.url}/health: GET /health: the body is not JSON "
+        "(is this the bounty read service?)"
+    )
+
+
+def test_a_service_url_without_a_scheme_is_refused(capsys, no_deployment_env, read_service):
+    status, _, err = run(capsys, "tx", "withdraw", "--service-url", "127.0.0.1:8000")
+    assert status == 2
+    assert err == error_line("--service-url: '127.0.0.1:8000' is not an http:// or https:// URL (e.g. http://127.0.0.1:8000)")
+    assert read_service.requests == []
 
 
 def test_it_prints_a_quote(capsys):
@@ -175,3 +249,25 @@ def test_it_runs_as_a_module():
         cwd=Path(__file__).resolve().parents[2],
     )
     assert "tx" in usage.stdout
+
+
+@pytest.mark.parametrize(
+    ("argv", "status", "start"),
+    [
+        ([], 2, "python -m bounty_client: error: missing environment variables: "),
+        (["--service-url", "http://127.0.0.1:{port}"], 1,
+         "python -m bounty_client: error: --service-url: cannot reach http://127.0.0.1:{port}/health: "),
+    ],
+    ids=["no-deployment", "unreachable"],
+)
+def test_errors_of_the_module_are_one_line_without_a_traceback(argv, status, start):
+    port = free_port()
+    env = {name: value for name, value in os.environ.items() if name not in (*DEPLOYMENT_ENV, "BOUNTY_SERVICE_URL")}
+    result = subprocess.run(
+        [sys.executable, "-m", "bounty_client", "tx", "approve-usdc", "--amount", "1",
+         *(arg.format(port=port) for arg in argv)],
+        capture_output=True, text=True, env=env, cwd=Path(__file__).resolve().parents[2], timeout=60,
+    )
+    assert (result.returncode, result.stdout) == (status, "")
+    assert result.stderr.startswith(start.format(port=port))
+    assert result.stderr.count("\n") == 1

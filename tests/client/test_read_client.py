@@ -131,16 +131,30 @@ def test_an_unqualified_client_sends_no_deployment(service):
 
 
 @pytest.mark.parametrize("status", [400, 404, 429, 500, 503])
-def test_a_non_ok_response_raises_request_failed_with_the_status(client, service, status):
+def test_a_non_ok_response_raises_request_failed_with_the_status_and_the_services_detail(client, service, status):
     service.responses["/bounties/1"] = (status, {"detail": "nope"})
     with pytest.raises(RequestFailedError, match=exactly(f"request failed: {status}")) as raised:
         client.get_bounty(1)
+    assert (raised.value.status, raised.value.detail) == (status, "nope")
     assert raised.value.status_code == status
+    assert raised.value.url == f"{service.url}/bounties/1?chain_id={CHAIN_ID}&contract_address={CONTRACT}"
 
 
 def test_a_missing_record_is_request_failed_404(client):
-    with pytest.raises(RequestFailedError, match=exactly("request failed: 404")):
+    with pytest.raises(RequestFailedError, match=exactly("request failed: 404")) as raised:
         client.get_submission(999)
+    assert (raised.value.status, raised.value.detail) == (404, "Not found.")
+
+
+@pytest.mark.parametrize(
+    "body", [b"<html>502 Bad Gateway</html>", {"detail": {"nested": "object"}}, ["detail"], "detail"],
+    ids=["html", "detail-not-a-string", "array", "string"],
+)
+def test_an_error_body_not_of_the_error_shape_leaves_detail_none(client, service, body):
+    service.responses["/bounties/1"] = (502, body)
+    with pytest.raises(RequestFailedError, match=exactly("request failed: 502")) as raised:
+        client.get_bounty(1)
+    assert (raised.value.status, raised.value.detail) == (502, None)
 
 
 def test_an_unhealthy_service_fails_the_first_qualified_request(client, service):

@@ -11,6 +11,7 @@ from bounty_client import ReadClient, TransactionBuilder, metadata_hash, metadat
 from bounty_client.errors import RequestFailedError
 from indexer.sync import Indexer
 from tests.chain import USDC, Chain
+from tests.client.conftest import exactly
 from tests.client.test_end_to_end import send
 from tests.indexer.conftest import config_for, index_to_head
 
@@ -51,5 +52,6 @@ def test_what_the_builder_sends_shows_through_the_read_client(chain: Chain, live
             assert (dispute["status"], dispute["challenger_id"]) == ("pending_human_review", chain.account(GROUT))
             assert [d["id"] for d in client.list_disputes(bounty_id=1)] == [1]
             assert client.bounty_overview(1)["bounty"]["submission_count"] == 1
-            with pytest.raises(RequestFailedError, match="request failed: 404"):
+            with pytest.raises(RequestFailedError, match=exactly("request failed: 404")) as raised:
                 client.get_bounty(2)
+            assert (raised.value.status, raised.value.detail) == (404, "bounty 2 not found")

@@ -13,7 +13,9 @@ from pathlib import Path
 
 from web3 import Web3
 
+from contracts.demo import DEMO_CLOCK_ADVANCE
 from contracts.devchain import DEV_FUNDING, bounty_contract, free_port, usdc_contract
+from tests.servers import wait_for_line
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent.parent
 
@@ -32,21 +34,6 @@ def _start_devchain(tmp_path: Path, *extra: str) -> tuple[subprocess.Popen[str],
     return process, port
 
 
-def _wait_for_line(process: subprocess.Popen[str], needle: str, timeout: float = 120) -> list[str]:
-    assert process.stdout is not None
-    lines: list[str] = []
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        line = process.stdout.readline()
-        if not line:
-            break
-        lines.append(line.rstrip())
-        if needle in line:
-            return lines
-    process.kill()
-    raise AssertionError(f"{needle!r} never printed; output:\n" + "\n".join(lines))
-
-
 def _interrupt(process: subprocess.Popen[str]) -> str:
     process.send_signal(signal.SIGINT)
     out, _ = process.communicate(timeout=30)
@@ -56,7 +43,7 @@ def _interrupt(process: subprocess.Popen[str]) -> str:
 def test_it_deploys_sets_roles_funds_accounts_and_writes_devchain_json(tmp_path: Path) -> None:
     process, port = _start_devchain(tmp_path)
     try:
-        printed = _wait_for_line(process, "dev chain running")
+        printed = wait_for_line(process, "dev chain running")
         info = json.loads((tmp_path / "devchain.json").read_text())
         assert set(info) >= {"rpc_url", "chain_id", "contract_address", "usdc_address", "start_block"}
         assert info["rpc_url"] == f"http://127.0.0.1:{port}"
@@ -86,7 +73,7 @@ def test_it_deploys_sets_roles_funds_accounts_and_writes_devchain_json(tmp_path:
 def test_demo_seeds_every_status_and_a_restart_resumes_the_chain(tmp_path: Path) -> None:
     process, _ = _start_devchain(tmp_path, "--demo")
     try:
-        _wait_for_line(process, "dev chain running")
+        wait_for_line(process, "dev chain running")
         info = json.loads((tmp_path / "devchain.json").read_text())
         w3 = Web3(Web3.HTTPProvider(info["rpc_url"]))
         board = bounty_contract(w3, info["contract_address"])
@@ -111,7 +98,7 @@ def test_demo_seeds_every_status_and_a_restart_resumes_the_chain(tmp_path: Path)
 
     restarted, _ = _start_devchain(tmp_path, "--demo")
     try:
-        printed = _wait_for_line(restarted, "dev chain running")
+        printed = wait_for_line(restarted, "dev chain running")
         info = json.loads((tmp_path / "devchain.json").read_text())
         w3 = Web3(Web3.HTTPProvider(info["rpc_url"]))
         assert any("resumed the saved chain" in line for line in printed)
@@ -119,3 +106,18 @@ def test_demo_seeds_every_status_and_a_restart_resumes_the_chain(tmp_path: Path)
         assert bounty_contract(w3, info["contract_address"]).functions.bountyCount().call() == sum(bounties.values())
     finally:
         _interrupt(restarted)
+
+
+def test_a_new_demo_chain_ends_the_demo_with_its_clock_at_the_wall_clocks_time(tmp_path: Path) -> None:
+    process, _ = _start_devchain(tmp_path, "--demo")
+    try:
+        wait_for_line(process, "dev chain running")
+        now = time.time()
+        w3 = Web3(Web3.HTTPProvider(json.loads((tmp_path / "devchain.json").read_text())["rpc_url"]))
+        genesis = w3.eth.get_block(0)["timestamp"]
+        head = w3.eth.get_block("latest")["timestamp"]
+    finally:
+        _interrupt(process)
+    assert genesis < now - DEMO_CLOCK_ADVANCE
+    # Nothing the demo created lies in the future, and the newest records are minutes old at most.
+    assert now - 300 < head <= now + 2

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 from django.conf import settings as django_settings
-from django.db import connection
 
 from indexer.sync import Indexer, IndexerConfig
 from tests.chain import Chain
+from tests.servers import database_url
 
 
 def config_for(chain: Chain, **overrides: Any) -> IndexerConfig:
@@ -61,16 +61,11 @@ def indexer(chain: Chain, db: None) -> Indexer:
 def process_env(chain: Chain, **extra: str) -> dict[str, str]:
     """Environment for a `manage.py` process that shares this test's database, Redis database
     (the test worker's own) and chain."""
-    settings = connection.settings_dict
-    if connection.vendor == "sqlite":
-        url = f"sqlite:///{settings['NAME']}"
-    else:
-        url = f"postgres://{settings['USER']}@{settings['HOST']}:{settings['PORT']}/{settings['NAME']}"
     redis = {"REDIS_URL": django_settings.CACHES["default"]["LOCATION"]} if django_settings.REDIS_URL else {}
     return {
         **os.environ,
         **redis,
-        "DATABASE_URL": url,
+        "DATABASE_URL": database_url(),
         "BOUNTY_RPC_URL": chain.deployment.rpc_url,
         "BOUNTY_CHAIN_ID": str(chain.deployment.chain_id),
         "BOUNTY_CONTRACT_ADDRESS": chain.deployment.contract_address,

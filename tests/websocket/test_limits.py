@@ -1,5 +1,5 @@
-"""The limits of decisions.md section 8: each closes the offending connection with 1008, as a real
-client sees it, while the other clients keep receiving."""
+"""The websocket's limits (docs/api.md, Limits and close codes): each closes the offending
+connection with 1008, as a real client sees it, while the other clients keep receiving."""
 
 from __future__ import annotations
 

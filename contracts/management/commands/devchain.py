@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import signal
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from contracts.demo import seed_demo_activity
+from contracts.demo import DEMO_CLOCK_ADVANCE, seed_demo_activity
 from contracts.devchain import (
     DEV_CHAIN_ID,
     Anvil,
@@ -46,7 +47,11 @@ class Command(BaseCommand):
         if options["fresh"]:
             state.unlink(missing_ok=True)
         state.parent.mkdir(parents=True, exist_ok=True)
-        anvil = Anvil(host=options["host"], port=options["port"], state_path=state, block_time=options["block_time"])
+        # The demo moves the chain's clock forward to reach its deadlines: a new demo chain starts
+        # that far in the past, so that its records are not created "tomorrow".
+        genesis = int(time.time()) - DEMO_CLOCK_ADVANCE if options["demo"] and not state.exists() else None
+        anvil = Anvil(host=options["host"], port=options["port"], state_path=state, block_time=options["block_time"],
+                      genesis_timestamp=genesis)
         stop = threading.Event()
         for signum in (signal.SIGINT, signal.SIGTERM):
             signal.signal(signum, lambda *_: stop.set())
