@@ -64,6 +64,20 @@ def _redis_database_per_worker(settings: Any, worker_id: str) -> None:
     cache.clear()  # nothing left from earlier tests: counters of killed servers, cached bodies
 
 
+@pytest.fixture(autouse=True)
+def _secondary_indexes_restored(request: pytest.FixtureRequest, django_db_blocker: Any) -> Iterator[None]:
+    """Builds again the record tables' secondary indexes a test's bulk backfill dropped: DDL is
+    not undone by the flush between transactional tests, and the next test expects them."""
+    yield
+    if not request.node.get_closest_marker("django_db") and not {"db", "transactional_db"} & set(request.fixturenames):
+        return
+    from indexer import indexes
+
+    with django_db_blocker.unblock():
+        if indexes.missing_indexes():
+            indexes.build()
+
+
 @pytest.fixture(scope="session")
 def django_db_setup(django_db_setup: None, django_db_blocker: Any) -> Iterator[None]:
     """pytest-django's, freeing PostgreSQL's test databases before it drops them: connections that
