@@ -583,12 +583,10 @@ def run_ceiling(config: Any) -> dict[str, Any]:
         if last >= safe:
             break
         while last < safe:
-            batches = indexer.read(last + 1, safe, head)
-            if batches is None:
-                raise RuntimeError("the chain changed while being read")
-            steps += len(batches)
-            events += sum(len(batch.events) for batch in batches)
-            last = batches[-1].to
+            for batch in indexer.read(last + 1, safe, head):
+                steps += 1
+                events += len(batch.events)
+                last = batch.to
     seconds = time.perf_counter() - started
     return {"events": events, "steps": steps, "seconds": seconds, "stages": dict(timer.seconds), "problems": [],
             **clock.elapsed()}

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import psycopg
 from django.conf import settings
 from django.db import connection, connections, models, transaction
+from django.db.backends.base.schema import BaseDatabaseSchemaEditor
 from django.utils import timezone
 
 from indexer.models import IndexState, IndexStateChoice
@@ -54,16 +55,22 @@ class SecondaryIndex:
     def name(self) -> str:
         return str(self.index.name) if self.index is not None else f"{self.table}{TRIGRAM_SUFFIX}"
 
-    def create_sql(self, *, concurrently: bool) -> str:
-        """The CREATE INDEX statement for the default database's backend."""
+    def create_sql(self, editor: BaseDatabaseSchemaEditor, *, concurrently: bool) -> str:
+        """The CREATE INDEX statement, from the default database's schema editor."""
         if self.index is None:
             how = " CONCURRENTLY" if concurrently else ""
             return (f"CREATE INDEX{how} IF NOT EXISTS {self.name} ON {self.table} "
                     "USING gin (search_text gin_trgm_ops)")
-        with connection.schema_editor(collect_sql=True, atomic=False) as editor:
-            if concurrently:  # PostgreSQL's schema editor only
-                return str(self.index.create_sql(self.model, editor, concurrently=True))
-            return str(self.index.create_sql(self.model, editor))
+        if concurrently:  # PostgreSQL's schema editor only
+            return str(self.index.create_sql(self.model, editor, concurrently=True))
+        return str(self.index.create_sql(self.model, editor))
+
+
+def create_statements(indexes: list[SecondaryIndex], *, concurrently: bool) -> list[str]:
+    """The indexes' CREATE INDEX statements, from one schema editor (on SQLite each one checks
+    every foreign key of the database when it closes)."""
+    with connection.schema_editor(collect_sql=True, atomic=False) as editor:
+        return [index.create_sql(editor, concurrently=concurrently) for index in indexes]
 
 
 def secondary_indexes(vendor: str | None = None) -> list[SecondaryIndex]:
@@ -231,12 +238,12 @@ def build(deployment: Deployment | None = None, *, report: Callable[[str], None]
     try:
         if connection.vendor == "postgresql":
             by_table: dict[str, list[str]] = {}
-            for index in missing:  # trigram indexes first: the longest builds
-                by_table.setdefault(index.table, []).append(index.create_sql(concurrently=True))
-            _build_on_postgresql({table: sorted(statements, key=lambda s: "gin" not in s)
+            for index, statement in zip(missing, create_statements(missing, concurrently=True), strict=True):
+                by_table.setdefault(index.table, []).append(statement)
+            _build_on_postgresql({table: sorted(statements, key=lambda s: "gin" not in s)  # the longest first
                                   for table, statements in by_table.items()}, stop or threading.Event())
         else:
-            _build_on_sqlite([index.create_sql(concurrently=False) for index in missing])
+            _build_on_sqlite(create_statements(missing, concurrently=False))
     except BaseException:
         _set_state(IndexStateChoice.DEFERRED, deployment)
         raise

@@ -136,6 +136,7 @@ class RpcClient:
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.url = url
+        self.timeout = timeout
         self.backoff = backoff or Backoff()
         self._sleep = sleep
         self._http = httpx.Client(timeout=httpx.Timeout(timeout), headers={"Content-Type": "application/json"})
@@ -143,6 +144,10 @@ class RpcClient:
 
     def close(self) -> None:
         self._http.close()
+
+    def fresh(self) -> RpcClient:
+        """A client with the same settings and connections of its own (for another process)."""
+        return RpcClient(self.url, timeout=self.timeout, backoff=self.backoff, sleep=self._sleep)
 
     def call(self, method: str, params: Sequence[Any]) -> Any:
         """One JSON-RPC call; its result, or the classified exception."""

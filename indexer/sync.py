@@ -10,7 +10,12 @@ kept hashes to the common ancestor, undoes everything above it, and indexes the 
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import logging
+import multiprocessing
+import os
+import pickle
 import queue
 import threading
 import time
@@ -42,9 +47,14 @@ _CHANGE_COLUMNS = ("deployment_id", "seq", "type", "payload", "block_number", "c
 _BLOCK_COLUMNS = ("deployment_id", "number", "hash", "parent_hash", "timestamp")
 # The contract's record counters, read at the safe head to tell how many rows a backfill adds.
 _COUNTERS = [("0x" + keccak(text=f"{name}()")[:4].hex()) for name in ("bountyCount", "submissionCount", "disputeCount")]
-# Whether a bulk backfill also defers the secondary indexes, by backend (measured by
-# bench/indexer_backfill.py: building them afterwards is faster on both).
+# Whether a bulk backfill also defers the secondary indexes, by backend: bench/indexer_backfill.py
+# measured building them afterwards faster on both (SQLite, 50,041 events: 3.8 s end to end
+# with the build against 4.3 s keeping them).
 DEFER_INDEXES_ON = {"postgresql": True, "sqlite": True}
+# The first getLogs span, in blocks: it doubles while ranges hold few logs and shrinks when they
+# hold many, so a small start costs a few quick requests on a quiet chain and keeps the first
+# batch of a busy one small (its decoding waits for the whole answer).
+INITIAL_SPAN = 16
 BUILD_RETRY_SECONDS = 60  # after a failed index build
 RECORD_MEMORY = 200_000  # records a catch-up keeps in memory between batches (about 2 KB each)
 
@@ -57,6 +67,10 @@ class ReorgTooDeep(IndexerError):
     pass
 
 
+class ChainChanged(Exception):
+    """Blocks changed while the indexer read them (a reorganisation under way)."""
+
+
 @dataclass(frozen=True)
 class IndexerConfig:
     rpc_url: str
@@ -66,7 +80,7 @@ class IndexerConfig:
     start_block: int
     confirmations: int
     poll_interval: float = 2.0
-    initial_span: int = 2_000
+    initial_span: int = INITIAL_SPAN
     max_span: int = 50_000
     kept_blocks: int = 1_024
     batch_logs: int = 4_000  # about this many logs per getLogs range and per committed batch
@@ -91,7 +105,7 @@ class IndexerConfig:
             start_block=settings.BOUNTY_START_BLOCK,
             confirmations=settings.BOUNTY_CONFIRMATIONS,
             poll_interval=settings.BOUNTY_INDEXER_POLL_SECONDS,
-            initial_span=min(2_000, settings.BOUNTY_GETLOGS_MAX_BLOCKS),
+            initial_span=min(INITIAL_SPAN, settings.BOUNTY_GETLOGS_MAX_BLOCKS),
             max_span=settings.BOUNTY_GETLOGS_MAX_BLOCKS,
         )
 
@@ -195,6 +209,7 @@ class Indexer:
         self.deployment: Deployment | None = None
         self.progress: Progress | None = None
         self.next_build = 0.0  # monotonic time from which a deferred index build may start
+        self._pid = os.getpid()
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -348,14 +363,19 @@ class Indexer:
         parent = self._tip_hash(deployment, last)
         memory = RecordMemory()
         with ReadAhead(lambda start: self.read(start, safe, head), last + 1, safe, self.config.read_ahead,
-                       self.stop) as batches:
-            for batch in batches:
-                if batch.parent_hash != parent:
-                    logger.warning("block %d changed while blocks after it were read (a reorganisation); "
-                                   "checking the indexed blocks", batch.start - 1)
-                    return True
-                self._commit(deployment, batch, memory)
-                parent = batch.headers[batch.to]["hash"]
+                       self.stop, in_process=state.bulk_from_block is not None,
+                       on_start=self._own_connections) as batches:
+            try:
+                with _collections_between_batches():
+                    for n, batch in enumerate(batches, start=1):
+                        if batch.parent_hash != parent:
+                            raise ChainChanged(f"block {batch.start - 1} changed while blocks after it were read")
+                        self._commit(deployment, batch, memory)
+                        parent = batch.headers[batch.to]["hash"]
+                        if n % 64 == 0:
+                            gc.collect(1)
+            except ChainChanged as changed:
+                logger.warning("%s; checking the indexed blocks", changed)
         return True
 
     def step(self) -> bool:
@@ -370,12 +390,18 @@ class Indexer:
         if last >= safe:
             self._caught_up(state, head)
             return False
-        batches = self.read(last + 1, safe, head)
-        if batches is None:
-            return True
-        for batch in batches:
-            self._commit(deployment, batch)
+        try:
+            for batch in self.read(last + 1, safe, head):
+                self._commit(deployment, batch)
+        except ChainChanged as changed:
+            logger.warning("%s; checking the indexed blocks", changed)
         return True
+
+    def _own_connections(self) -> None:
+        """In a reader process: connections to the node of its own (the sockets it inherited are
+        this process's)."""
+        if os.getpid() != self._pid:
+            self.rpc = self.fetcher.rpc = self.rpc.fresh()
 
     def _caught_up(self, state: SyncState, head: int) -> None:
         SyncState.objects.filter(pk=state.pk).update(head_block=head, last_heartbeat=timezone.now())
@@ -386,31 +412,40 @@ class Indexer:
             return None
         return IndexedBlock.objects.filter(deployment=deployment, number=last).values_list("hash", flat=True).first()
 
-    def read(self, start: int, safe: int, head: int) -> list[Batch] | None:
-        """The record events of the next getLogs range from `start`, with the block headers,
-        in batches of about `batch_logs` events; None when the blocks changed while being read."""
+    def read(self, start: int, safe: int, head: int) -> Iterator[Batch]:
+        """The record events of the next getLogs range from `start`, in batches of about
+        `batch_logs` events, each with its block headers, decoded one batch at a time so the
+        first can be committed while the rest are decoded. ChainChanged when blocks changed while
+        being read: the caller checks the indexed blocks again."""
         to, raw_logs = self.fetcher.fetch(start, safe)
-        events = self._decode(raw_logs, start, to)
-        numbers = {e.log.block_number for e in events} | {to}
-        if start > self.config.start_block:
-            numbers.add(start - 1)
-        headers = self._headers(sorted(numbers))
-        if headers is None or any(headers[e.log.block_number]["hash"] != e.log.block_hash for e in events):
-            logger.warning("blocks %d-%d changed while being read (a reorganisation); reading them again", start, to)
-            return None
-        parent = headers[start - 1]["hash"] if start - 1 in headers else None
-        batches = []
-        for first, last, part in _split(events, start, to, self.config.batch_logs):
-            blocks = {e.log.block_number for e in part} | {last}
-            batches.append(Batch(first, last, head, safe, part, {n: headers[n] for n in sorted(blocks)}, parent))
-            parent = headers[last]["hash"]
-        return batches
+        for first, last, part in _split(self._relevant(raw_logs), start, to, self.config.batch_logs):
+            events = self._decode(part, first, last)
+            numbers = {e.log.block_number for e in events} | {last}
+            parent_number = first - 1 if first > self.config.start_block else None
+            headers = self._headers(sorted(numbers | ({parent_number} if parent_number is not None else set())))
+            if headers is None or any(headers[e.log.block_number]["hash"] != e.log.block_hash for e in events):
+                raise ChainChanged(f"blocks {first}-{last} changed while being read (a reorganisation)")
+            parent = headers.pop(parent_number)["hash"] if parent_number is not None else None
+            yield Batch(first, last, head, safe, events, {n: headers[n] for n in sorted(numbers)}, parent)
+
+    def _relevant(self, raw_logs: list[dict[str, Any]]) -> list[tuple[int, dict[str, Any]]]:
+        """(block number, log) of the contract's logs that are not removed, in block order; a
+        log whose block number does not read goes first, for `_decode` to report."""
+        relevant = []
+        for raw in raw_logs:
+            if raw.get("removed") or str(raw.get("address", "")).lower() != self.config.contract_address:
+                continue
+            try:
+                block = int(raw["blockNumber"], 16)
+            except (KeyError, TypeError, ValueError):
+                block = -1
+            relevant.append((block, raw))
+        relevant.sort(key=lambda item: item[0])
+        return relevant
 
     def _decode(self, raw_logs: list[dict[str, Any]], start: int, to: int) -> list[RecordEvent]:
         events: list[RecordEvent] = []
         for raw in raw_logs:
-            if raw.get("removed") or str(raw.get("address", "")).lower() != self.config.contract_address:
-                continue
             try:
                 event = decode_log(raw)
             except (UndecodableLog, KeyError, ValueError, TypeError) as exc:
@@ -568,6 +603,23 @@ class Indexer:
             logger.info("applied blocks %d-%d: %d events", batch.start, batch.to, applied)
 
 
+@contextlib.contextmanager
+def _collections_between_batches() -> Iterator[None]:
+    """Python's automatic garbage collection off during a catch-up: a batch allocates hundreds of
+    thousands of objects and the automatic collections scanned the records kept in memory over
+    and over (a quarter of a backfill's time), while batches leave no cyclic garbage (reference
+    counting frees it all). The caller collects the young generations every so many batches, for
+    what retries and errors may leave; everything is collected at the end."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+        gc.collect()
+
+
 @dataclass
 class RecordMemory:
     """Records as the last committed batch left them, carried to the next batch of a catch-up:
@@ -586,77 +638,123 @@ class RecordMemory:
             self.disputes.clear()
 
 
-def _split(events: list[RecordEvent], start: int, to: int, size: int) -> Iterator[tuple[int, int, list[RecordEvent]]]:
-    """Blocks start..to as consecutive ranges (first, last, their events) of about `size` events,
-    cut only between blocks."""
+def _split(logs: list[tuple[int, dict[str, Any]]], start: int, to: int,
+           size: int) -> Iterator[tuple[int, int, list[dict[str, Any]]]]:
+    """Blocks start..to as consecutive ranges (first, last, their logs) of about `size` logs, cut
+    only between blocks; `logs` are (block, log) in block order."""
     first, part = start, []
-    for i, event in enumerate(events):
-        part.append(event)
-        block = event.log.block_number
-        if len(part) >= size and (i + 1 == len(events) or events[i + 1].log.block_number != block) and block < to:
+    for i, (block, raw) in enumerate(logs):
+        part.append(raw)
+        if len(part) >= size and block < to and first <= block and (i + 1 == len(logs) or logs[i + 1][0] != block):
             yield first, block, part
             first, part = block + 1, []
     yield first, to, part
 
 
-_END = object()
-
-
 class ReadAhead:
-    """Reads batches on a thread of its own while the caller commits the ones before: the node's
-    work and the decoding overlap the database's. At most `depth` batches wait in the queue, so
-    memory stays bounded however far behind the indexer is. Iterating yields the batches in
-    order up to `safe`; an error of the reader is raised there. Leaving the block stops it."""
+    """Reads batches ahead while the caller commits the ones before, so that the node's work and
+    the decoding overlap the database's. At most `depth` batches wait, so memory stays bounded
+    however far behind the indexer is. Iterating yields the batches in order up to `safe`; an
+    error of the reader is raised there; leaving the block stops the reader.
 
-    def __init__(self, read: Callable[[int], list[Batch] | None], first: int, safe: int, depth: int,
-                 stop: threading.Event) -> None:
+    The reader is a thread, or with `in_process` a process forked from this one (which first
+    calls `on_start` there): decoding is Python, and a thread would share this process's one
+    interpreter lock with the applying, so a bulk backfill reads in a process of its own. Its
+    batches come through a pipe, pickled (indexer.events keeps that cheap); a semaphore bounds
+    how many are on their way. The process exits once this one has left the block, or died."""
+
+    def __init__(self, read: Callable[[int], Iterator[Batch]], first: int, safe: int, depth: int,
+                 stop: threading.Event, *, in_process: bool = False,
+                 on_start: Callable[[], None] = lambda: None) -> None:
         self._read = read
         self._first = first
         self._safe = safe
-        self._queue: queue.Queue[Batch | BaseException | object] = queue.Queue(maxsize=max(1, depth))
-        self._closed = threading.Event()
         self._stop = stop
-        self._thread = threading.Thread(target=self._run, name="indexer-read-ahead", daemon=True)
+        self._on_start = on_start
+        self._in_process = in_process
+        depth = max(1, depth)
+        if in_process:
+            context = multiprocessing.get_context("fork")
+            self._receiver, self._sender = context.Pipe(duplex=False)
+            self._slots = context.BoundedSemaphore(depth)
+            self._closed: Any = context.Event()
+            self._parent = os.getpid()
+            self._worker: Any = context.Process(target=self._run, name="indexer-read-ahead", daemon=True)
+        else:
+            self._queue: queue.Queue[Batch | BaseException | None] = queue.Queue(maxsize=depth)
+            self._closed = threading.Event()
+            self._worker = threading.Thread(target=self._run, name="indexer-read-ahead", daemon=True)
 
     def __enter__(self) -> Iterator[Batch]:
-        self._thread.start()
+        self._worker.start()
         return self._batches()
 
     def __exit__(self, *exc_info: object) -> None:
         self._closed.set()  # a reader waiting to put sees it within its timeout
-        self._thread.join()
+        if not self._in_process:
+            self._worker.join()
+            return
+        deadline = time.monotonic() + 30
+        while self._worker.is_alive() and time.monotonic() < deadline:
+            if self._receiver.poll(0.05):  # unblocks a reader in the middle of sending
+                with contextlib.suppress(EOFError, OSError):
+                    self._receiver.recv()
+                self._slots.release()
+        if self._worker.is_alive():  # stuck in a call to the node: its work is not needed any more
+            self._worker.kill()
+        self._worker.join()
+        self._receiver.close()
 
-    def _put(self, item: object) -> bool:
-        while not self._closed.is_set():
-            try:
-                self._queue.put(item, timeout=0.1)
-                return True
-            except queue.Full:
-                continue
-        return False
+    # ---------------------------------------------------------------- the reader's side
 
     def _run(self) -> None:
         start = self._first
         try:
+            self._on_start()
             while start <= self._safe and not self._closed.is_set() and not self._stop.is_set():
-                batches = self._read(start)
-                if batches is None:  # the chain changed under the read: the caller checks it again
-                    break
-                for batch in batches:
+                for batch in self._read(start):
                     if not self._put(batch):
                         return
-                start = batches[-1].to + 1
-        except BaseException as exc:  # raised in the caller's thread
+                    start = batch.to + 1
+        except BaseException as exc:  # raised in the caller
             self._put(exc)
             return
-        self._put(_END)
+        self._put(None)
+
+    def _put(self, item: Batch | BaseException | None) -> bool:
+        while not self._closed.is_set():
+            if not self._in_process:
+                try:
+                    self._queue.put(item, timeout=0.1)
+                    return True
+                except queue.Full:
+                    continue
+            if os.getppid() != self._parent:  # the indexer died
+                return False
+            if self._slots.acquire(timeout=0.1):
+                try:
+                    self._sender.send(item)
+                except (pickle.PicklingError, TypeError, AttributeError) as exc:
+                    self._sender.send(IndexerError(f"the reader process could not send {item!r}: {exc}"))
+                return True
+        return False
+
+    # ---------------------------------------------------------------- the caller's side
+
+    def _get(self) -> Batch | BaseException | None:
+        if not self._in_process:
+            return self._queue.get()
+        while not self._receiver.poll(0.1):
+            if self._stop.is_set():
+                return None
+            if not self._worker.is_alive() and not self._receiver.poll():
+                raise IndexerError(f"the reader process exited with code {self._worker.exitcode}")
+        item: Batch | BaseException | None = self._receiver.recv()
+        self._slots.release()
+        return item
 
     def _batches(self) -> Iterator[Batch]:
-        while True:
-            item = self._queue.get()
-            if item is _END:
-                return
+        while (item := self._get()) is not None:
             if isinstance(item, BaseException):
                 raise item
-            assert isinstance(item, Batch)
             yield item
