@@ -84,8 +84,8 @@ def test_head_sends_the_headers_of_get_and_no_body(wire: Wire, tree: h.Tree, tem
     wire.finish()
 
 
-@pytest.mark.parametrize("path", ["/api/schema/", "/api/docs/", "/api/redoc/", "/admin/login/"])
-def test_the_docs_and_the_admin_frame_get_and_head(wire: Wire, path: str) -> None:
+@pytest.mark.parametrize("path", ["/", "/api/schema/", "/api/docs/", "/api/redoc/", "/admin/login/"])
+def test_the_front_page_the_docs_and_the_admin_frame_get_and_head(wire: Wire, path: str) -> None:
     browser = {"Accept": BROWSER_ACCEPT}
     got = wire.send("GET", path, browser)
     assert got.status == 200 and got.body
@@ -157,7 +157,7 @@ def test_errors_on_every_route_are_the_one_error_shape_and_framed(wire: Wire, tr
     wire.finish()
 
 
-@pytest.mark.parametrize("path", ["/nope", "/", "/bounties/abc", "/bounties/1/overview/", "/api/", "/static/x.css"])
+@pytest.mark.parametrize("path", ["/nope", "/bounty", "/bounties/abc", "/bounties/1/overview/", "/api/", "/static/x.css"])
 def test_an_unknown_route_is_the_one_error_shape_for_every_method(wire: Wire, tree: h.Tree, path: str) -> None:
     for method in EVERY_METHOD:
         body = b'{"id": 1}' if method in REFUSED_METHODS else b""
