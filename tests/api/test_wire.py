@@ -157,7 +157,7 @@ def test_errors_on_every_route_are_the_one_error_shape_and_framed(wire: Wire, tr
     wire.finish()
 
 
-@pytest.mark.parametrize("path", ["/nope", "/bounty", "/bounties/abc", "/bounties/1/overview/", "/api/", "/static/x.css"])
+@pytest.mark.parametrize("path", ["/nope", "/x", "/bounties/abc", "/bounties/1/overview/", "/api/", "/static/x.css"])
 def test_an_unknown_route_is_the_one_error_shape_for_every_method(wire: Wire, tree: h.Tree, path: str) -> None:
     for method in EVERY_METHOD:
         body = b'{"id": 1}' if method in REFUSED_METHODS else b""
