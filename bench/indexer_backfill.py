@@ -481,6 +481,8 @@ class StageTimer:
         indexer._decode = self.wrap("decode", indexer._decode)
         indexer._headers = self.wrap("headers", indexer._headers)
         indexer._commit = self.wrap("commit", indexer._commit)
+        indexer._commit_prepared = self.wrap("commit", indexer._commit_prepared)  # a bulk backfill's writer thread
+        indexer._prepare = self.wrap("prepare", indexer._prepare)
 
 
 COMMIT_PARTS = ("load records", "apply_event", "update records", "payloads", "insert records", "insert AppliedLog",
@@ -819,7 +821,7 @@ def report(chain: ChainInfo, args: argparse.Namespace, runs: dict[str, dict[str,
         print(f"{label:<12}{result['events']:>9,}{blocks:>8,}{result['steps']:>8}{result['seconds']:>10.3f}"
               f"{rate:>11,.0f}{ratio:>12}{result.get('cpu', 0.0):>8.2f}{db_cpu:>10}")
     print()
-    stages = ("getLogs", "decode", "headers", "commit")
+    stages = ("getLogs", "decode", "headers", "prepare", "commit")
     header = f"{'seconds in':<12}" + "".join(f"{s:>10}" for s in (*stages, "other"))
     print(header)
     print("-" * len(header))
@@ -830,8 +832,9 @@ def report(chain: ChainInfo, args: argparse.Namespace, runs: dict[str, dict[str,
         parts = [result["stages"].get(s, 0.0) for s in stages]
         print(f"{label:<12}" + "".join(f"{p:>10.3f}" for p in parts) + f"{result['seconds'] - sum(parts):>10.3f}")
     print("(getLogs: eth_getLogs incl. JSON parsing; decode: decode_log of every log; headers: eth_getBlockByNumber "
-          "batches;\n commit: the database transaction of a batch; other: waiting for the reader, eth_blockNumber, "
-          "sync state,\n reorg check, the index build. A bulk backfill reads in a process of its own: its getLogs, "
+          "batches;\n prepare: applying a batch in memory and rendering its rows; commit: the database transaction of "
+          "a batch,\n which in a bulk backfill runs on the writer thread beside the next prepare; other: the rest, "
+          "waiting for\n the reader, the index build. A bulk backfill reads in a process of its own: its getLogs, "
           "decode and\n headers are not seen here, only the wait for them)")
     print()
     short = {"load records": "load", "apply_event": "apply", "update records": "upd rec", "payloads": "payload",

@@ -36,7 +36,7 @@ from indexer.events import RECORD_EVENT_TOPICS, RecordEvent, UndecodableLog, dec
 from indexer.locks import deployment_lock
 from indexer.models import AppliedLog, ChangeLogEntry, IndexedBlock, IndexStateChoice, MessageType, SyncState
 from indexer.rpc import RangeTooLarge, RpcClient, RpcError
-from indexer.transitions import Message, RecordStore, apply_event, chain_time, undo_entries
+from indexer.transitions import Message, RecordStore, Writes, apply_event, chain_time, undo_entries
 from records.live import notify_changes
 from records.models import Deployment
 
@@ -360,22 +360,37 @@ class Indexer:
         if last >= safe:
             self._caught_up(state, head)
             return False
+        # As the database has them: a batch clears them on this object before it commits.
+        deployment.refresh_from_db(fields=[f"{kind}_in_chain_order" for kind in ("bounty", "submission", "dispute")])
         parent = self._tip_hash(deployment, last)
         memory = RecordMemory()
-        with ReadAhead(lambda start: self.read(start, safe, head), last + 1, safe, self.config.read_ahead,
-                       self.stop, in_process=state.bulk_from_block is not None,
-                       on_start=self._own_connections) as batches:
-            try:
-                with _collections_between_batches():
-                    for n, batch in enumerate(batches, start=1):
-                        if batch.parent_hash != parent:
-                            raise ChainChanged(f"block {batch.start - 1} changed while blocks after it were read")
+        bulk = state.bulk_from_block is not None
+        # A bulk backfill reads in a process and writes on a thread of their own (see ReadAhead
+        # and BatchWriter): this thread applies and renders, the two others keep it busy.
+        writer = BatchWriter(lambda prepared: self._commit_prepared(deployment, prepared)) if bulk else None
+        try:
+            with ReadAhead(lambda start: self.read(start, safe, head), last + 1, safe, self.config.read_ahead,
+                           self.stop, in_process=bulk, on_start=self._own_connections) as batches, \
+                    _collections_between_batches():
+                for n, batch in enumerate(batches, start=1):
+                    if batch.parent_hash != parent:
+                        raise ChainChanged(f"block {batch.start - 1} changed while blocks after it were read")
+                    if writer is None:
                         self._commit(deployment, batch, memory)
-                        parent = batch.headers[batch.to]["hash"]
-                        if n % 64 == 0:
-                            gc.collect(1)
-            except ChainChanged as changed:
-                logger.warning("%s; checking the indexed blocks", changed)
+                    else:
+                        writer.submit(self._prepare(deployment, batch, memory, state))
+                    parent = batch.headers[batch.to]["hash"]
+                    if memory.size() > RECORD_MEMORY:
+                        if writer is not None:
+                            writer.drain()  # what the memory forgets must be in the database first
+                        memory.clear()
+                    if n % 64 == 0:
+                        gc.collect(1)
+        except ChainChanged as changed:
+            logger.warning("%s; checking the indexed blocks", changed)
+        finally:
+            if writer is not None:
+                writer.close()
         return True
 
     def step(self) -> bool:
@@ -473,13 +488,29 @@ class Indexer:
         """Applies and writes one batch with the progress it makes, in one transaction. `memory`
         holds the records written by the batches before (of this catch-up), as they are in the
         database, so that they need not be read back; it is dropped with the catch-up on an error."""
+        locked = self._lock(deployment, batch)
+        self._write(deployment, locked, self._prepare(deployment, batch, memory or RecordMemory(), locked))
+
+    @transaction.atomic
+    def _commit_prepared(self, deployment: Deployment, prepared: Prepared) -> None:
+        """Writes a batch `_prepare` applied ahead, with its progress, in one transaction (a
+        BatchWriter's thread)."""
+        locked = self._lock(deployment, prepared.batch)
+        if (locked.last_seq, locked.bulk_from_block) != (prepared.last_seq, prepared.bulk_from_block):
+            raise IndexerError("the sync state moved under this indexer: is another writer running without the lock?")
+        self._write(deployment, locked, prepared)
+
+    def _lock(self, deployment: Deployment, batch: Batch) -> SyncState:
         locked = SyncState.objects.select_for_update().get(deployment=deployment)
         expected = batch.start - 1 if batch.start > self.config.start_block else None
         if locked.last_indexed_block != expected:
             raise IndexerError("the sync state moved under this indexer: is another writer running without the lock?")
-        bulk = locked.bulk_from_block is not None
-        batch_session(bulk=bulk)
-        memory = memory or RecordMemory()
+        return locked
+
+    def _prepare(self, deployment: Deployment, batch: Batch, memory: RecordMemory, state: SyncState) -> Prepared:
+        """Applies a batch's events in memory and renders what it writes. It reads the database
+        only for records that `memory` lacks, which no batch of this catch-up has written."""
+        bulk = state.bulk_from_block is not None
         store = RecordStore(deployment, memory.bounties, memory.submissions, memory.disputes,
                             messages=None if bulk else [])
         store.load(batch.events)
@@ -493,20 +524,25 @@ class Indexer:
             undo = apply_event(store, event, times[log.block_number], undo=log.block_number > undo_floor)
             ledger.append((deployment.pk, log.block_number, log.block_hash, log.tx_hash, log.log_index,
                            type(event).__name__, undo))
-        messages = store.messages or []
+        return Prepared(batch, store, store.render(), ledger, times, state.last_seq, state.bulk_from_block)
+
+    def _write(self, deployment: Deployment, locked: SyncState, prepared: Prepared) -> None:
+        batch, messages = prepared.batch, prepared.store.messages or []
+        batch_session(bulk=locked.bulk_from_block is not None)
         # The records first: the database indexes them while the payloads are rendered.
         with RowStream() as stream:
-            store.save(stream)
-            entries = self._entries(deployment, locked.last_seq, store, messages)
-            if bulk and batch.final:  # the bulk backfill is over: its clients need a new snapshot
-                entries.append((deployment.pk, locked.last_seq + 1, MessageType.RESYNC,
+            prepared.writes.write(stream)
+            entries = self._entries(deployment, locked.last_seq, prepared.store, messages)
+            if locked.bulk_from_block is not None and batch.final:  # the bulk backfill is over: clients need
+                entries.append((deployment.pk, locked.last_seq + 1, MessageType.RESYNC,  # a new snapshot
                                 {"from_block": locked.bulk_from_block, "to_block": batch.to}, batch.to,
                                 timezone.now()))
                 locked.bulk_from_block = None
             stream.insert(ChangeLogEntry, _CHANGE_COLUMNS, entries)
-            stream.insert(AppliedLog, _LEDGER_COLUMNS, ledger)
+            stream.insert(AppliedLog, _LEDGER_COLUMNS, prepared.ledger)
             stream.insert(IndexedBlock, _BLOCK_COLUMNS, [(deployment.pk, number, header["hash"], header["parentHash"],
-                                                          times[number]) for number, header in batch.headers.items()])
+                                                          prepared.times[number])
+                                                         for number, header in batch.headers.items()])
         if entries:  # wake the websocket feeds of every server process once this commits
             transaction.on_commit(notify_changes)
         IndexedBlock.objects.filter(deployment=deployment, number__lt=batch.to - self.config.kept_blocks).delete()
@@ -521,7 +557,6 @@ class Indexer:
         locked.last_heartbeat = timezone.now()
         locked.save()
         self._report(batch, len(batch.events), Counter(message.type for message in messages))
-        memory.forget_beyond(RECORD_MEMORY)
 
     @staticmethod
     def _entries(deployment: Deployment, last_seq: int, store: RecordStore,
@@ -603,6 +638,65 @@ class Indexer:
             logger.info("applied blocks %d-%d: %d events", batch.start, batch.to, applied)
 
 
+@dataclass
+class Prepared:
+    """A batch applied in memory, with everything it writes rendered (Indexer._prepare)."""
+
+    batch: Batch
+    store: RecordStore
+    writes: Writes
+    ledger: list[tuple[Any, ...]]
+    times: dict[int, Any]
+    last_seq: int  # the sync state it was applied against
+    bulk_from_block: int | None
+
+
+class BatchWriter:
+    """Commits prepared batches in order on a thread of its own (with a database connection of
+    its own) while the caller applies the next one: the database's work on one batch overlaps
+    the Python work on the next. One batch waits at most. After a failure the batches behind it
+    are dropped and the failure is raised to the caller, whose memory of the records is void."""
+
+    def __init__(self, commit: Callable[[Prepared], None]) -> None:
+        self._commit = commit
+        self._queue: queue.Queue[Prepared | None] = queue.Queue(maxsize=1)
+        self._failure: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="indexer-writer", daemon=True)
+        self._thread.start()
+
+    def submit(self, prepared: Prepared) -> None:
+        self._raise()
+        self._queue.put(prepared)
+
+    def drain(self) -> None:
+        """Waits until every submitted batch is committed."""
+        self._queue.join()
+        self._raise()
+
+    def close(self) -> None:
+        self._queue.put(None)
+        self._thread.join()
+        self._raise()
+
+    def _raise(self) -> None:
+        if self._failure is not None:
+            raise self._failure
+
+    def _run(self) -> None:
+        try:
+            while (prepared := self._queue.get()) is not None:
+                try:
+                    if self._failure is None:
+                        self._commit(prepared)
+                except BaseException as exc:  # raised in the caller's thread
+                    self._failure = exc
+                finally:
+                    self._queue.task_done()
+            self._queue.task_done()
+        finally:
+            connection.close()
+
+
 @contextlib.contextmanager
 def _collections_between_batches() -> Iterator[None]:
     """Python's automatic garbage collection off during a catch-up: a batch allocates hundreds of
@@ -630,12 +724,13 @@ class RecordMemory:
     submissions: dict[int, Any] = field(default_factory=dict)
     disputes: dict[int, Any] = field(default_factory=dict)
 
-    def forget_beyond(self, size: int) -> None:
-        """Bounds the memory: forgets everything once it holds more than `size` records."""
-        if len(self.bounties) + len(self.submissions) + len(self.disputes) > size:
-            self.bounties.clear()
-            self.submissions.clear()
-            self.disputes.clear()
+    def size(self) -> int:
+        return len(self.bounties) + len(self.submissions) + len(self.disputes)
+
+    def clear(self) -> None:
+        self.bounties.clear()
+        self.submissions.clear()
+        self.disputes.clear()
 
 
 def _split(logs: list[tuple[int, dict[str, Any]]], start: int, to: int,

@@ -192,19 +192,21 @@ class RecordStore:
         self.changed.discard((kind, key))
 
     def save(self, stream: RowStream | None = None) -> None:
-        """Writes back in bulk: the deployment's record totals, removals (children first),
-        changes, and creations (parents first), these through `stream` when given."""
-        deltas = {kind: sum(k == kind for k, _ in self.created) - sum(k == kind for k, _ in self.removed)
-                  for kind in KINDS}
-        if any(deltas.values()):
-            Deployment.objects.filter(pk=self.deployment.pk).update(
-                **{f"{kind}_total": F(f"{kind}_total") + delta for kind, delta in deltas.items() if delta}
-            )
+        """Renders and writes back in bulk (`render`, then `Writes.write`)."""
+        self.render().write(stream)
+
+    def render(self) -> Writes:
+        """What to write back, with every record it writes rendered: the deployment's record
+        totals, removals (children first), changes, and creations (parents first). Reads the
+        database only for a record just before the new ones that is not in the store."""
+        writes = Writes(self.deployment)
+        writes.deltas = {kind: sum(k == kind for k, _ in self.created) - sum(k == kind for k, _ in self.removed)
+                         for kind in KINDS}
         for kind in reversed(KINDS):
             model, id_field, table = self._table(kind)
             gone = [key for k, key in self.removed if k == kind]
             if gone:
-                model.objects.filter(deployment=self.deployment, **{f"{id_field}__in": gone}).delete()
+                writes.removals.append((model, id_field, gone))
                 for key in gone:
                     table.pop(key, None)
         for kind in KINDS:
@@ -215,8 +217,8 @@ class RecordStore:
             if dirty:
                 names = _WRITTEN_FIELDS[kind]
                 rows = [[self.deployment.pk, key, *(getattr(table[key], name) for name in names)] for key in dirty]
-                update_rows(model, ("deployment_id", id_field), names, rows)
-        self._keep_chain_order()  # before `stream` owns the connection
+                writes.updates.append((model, ("deployment_id", id_field), names, rows))
+        writes.out_of_order = self._out_of_chain_order()
         for kind in KINDS:
             model, _, table = self._table(kind)
             new = [key for k, key in sorted(self.created) if k == kind]
@@ -227,14 +229,14 @@ class RecordStore:
             for key in new:
                 record = self._render(kind, key)
                 rows.append([getattr(record, name) for name in columns])
-            if stream is not None:
-                stream.insert(model, columns, rows)
-            else:
-                insert_rows(model, columns, rows)
+            writes.inserts.append((model, columns, rows))
+        return writes
 
-    def _keep_chain_order(self) -> None:
-        """Clears the deployment's `<kind>_in_chain_order` should a kind's new records be older
-        than the records before them by ID (records.chronology), which chain order rules out."""
+    def _out_of_chain_order(self) -> list[str]:
+        """The deployment's `<kind>_in_chain_order` flags to clear, because a kind's new records
+        are older than the records before them by ID (records.chronology), which chain order
+        rules out; cleared on the deployment object at once, so later batches skip the check."""
+        flags = []
         for kind in KINDS:
             flag = f"{kind}_in_chain_order"
             if not getattr(self.deployment, flag):
@@ -244,16 +246,19 @@ class RecordStore:
             if not new:
                 continue
             times = [table[key].created_at for key in new]
-            previous = (model.objects.filter(deployment=self.deployment, **{f"{id_field}__lt": new[0]})
-                        .order_by(f"-{id_field}").values_list("created_at", flat=True).first())
+            before = table.get(new[0] - 1)  # IDs are dense: this is the record before, when the store has it
+            previous = before.created_at if before is not None else (
+                model.objects.filter(deployment=self.deployment, **{f"{id_field}__lt": new[0]})
+                .order_by(f"-{id_field}").values_list("created_at", flat=True).first())
             if previous is not None:
                 times.insert(0, previous)
             if any(later < earlier for earlier, later in itertools.pairwise(times)):
                 logger.warning("%s %d or a later one is older than the %s before it: the deployment's %ss are no "
                                "longer in chain order, and their deep pages sorted by created_at take the slower "
                                "path", kind, new[0], kind, kind)
-                Deployment.objects.filter(pk=self.deployment.pk).update(**{flag: False})
+                flags.append(flag)
                 setattr(self.deployment, flag, False)
+        return flags
 
     def _table(self, kind: Kind) -> tuple[type[Any], str, dict[int, Any]]:
         model, id_field = _MODELS[kind]
@@ -296,6 +301,37 @@ class RecordStore:
     def json(self, kind: Kind, key: int) -> JsonRecord:
         return record_json(self.get(kind, key), chain_id=self.deployment.chain_id,
                            contract_address=self.deployment.contract_address)
+
+
+@dataclass
+class Writes:
+    """A batch's writes to the record tables, rendered: `write` sends them (in the caller's
+    transaction), possibly from another thread than the one that rendered them."""
+
+    deployment: Deployment
+    deltas: dict[Kind, int] = field(default_factory=dict)
+    removals: list[tuple[type[Any], str, list[int]]] = field(default_factory=list)
+    updates: list[tuple[type[Any], tuple[str, str], list[str], list[list[Any]]]] = field(default_factory=list)
+    out_of_order: list[str] = field(default_factory=list)
+    inserts: list[tuple[type[Any], list[str], list[list[Any]]]] = field(default_factory=list)
+
+    def write(self, stream: RowStream | None = None) -> None:
+        """Sends the writes; the inserts through `stream` when given."""
+        deployment = Deployment.objects.filter(pk=self.deployment.pk)
+        if any(self.deltas.values()):
+            deployment.update(**{f"{kind}_total": F(f"{kind}_total") + delta
+                                 for kind, delta in self.deltas.items() if delta})
+        for model, id_field, gone in self.removals:
+            model.objects.filter(deployment=self.deployment, **{f"{id_field}__in": gone}).delete()
+        for model, keys, names, rows in self.updates:
+            update_rows(model, keys, names, rows)
+        if self.out_of_order:  # before `stream` owns the connection
+            deployment.update(**dict.fromkeys(self.out_of_order, False))
+        for model, columns, rows in self.inserts:
+            if stream is not None:
+                stream.insert(model, columns, rows)
+            else:
+                insert_rows(model, columns, rows)
 
 
 def _new(model: type[_R], **values: Any) -> _R:
