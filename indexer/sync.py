@@ -369,12 +369,13 @@ class Indexer:
         # thread of its own (BatchWriter) while this thread applies and renders the next batch:
         # there the server does the work the thread waits for. SQLite's work is this process's
         # own, and measured no faster on a thread (bench/indexer_backfill.py: 3.5-3.8 s either way).
-        writer = (BatchWriter(lambda prepared: self._commit_prepared(deployment, prepared))
-                  if bulk and connection.vendor == "postgresql" else None)
+        writer: BatchWriter | None = None
         try:
             with ReadAhead(lambda start: self.read(start, safe, head), last + 1, safe, self.config.read_ahead,
                            self.stop, in_process=bulk, on_start=self._own_connections) as batches, \
                     _collections_between_batches():
+                if bulk and connection.vendor == "postgresql":  # after the fork: no thread of ours in the reader
+                    writer = BatchWriter(lambda prepared: self._commit_prepared(deployment, prepared))
                 for n, batch in enumerate(batches, start=1):
                     if batch.parent_hash != parent:
                         raise ChainChanged(f"block {batch.start - 1} changed while blocks after it were read")
