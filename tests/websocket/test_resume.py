@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from django.db import transaction
 from django.test import override_settings
 
 from contracts.demo import seed_demo_activity
@@ -31,10 +32,12 @@ def snapshot_of(deployment: Deployment, *bounty_ids: int) -> list[dict[str, Any]
 
 
 def written_in_bulk(deployment: Deployment, bounty_id: int) -> None:
-    """A bounty as a bulk backfill writes it: without a change-log entry or a new seq."""
-    seq = SyncState.objects.get(deployment=deployment).last_seq
-    make_bounty(deployment, bounty_id=bounty_id)
-    SyncState.objects.filter(deployment=deployment).update(last_seq=seq)
+    """A bounty as a bulk backfill writes it: without a change-log entry or a new seq (the factory's
+    bump of the seq is undone in the same transaction, so no server ever sees it)."""
+    with transaction.atomic():
+        seq = SyncState.objects.select_for_update().get(deployment=deployment).last_seq
+        make_bounty(deployment, bounty_id=bounty_id)
+        SyncState.objects.filter(deployment=deployment).update(last_seq=seq)
 
 
 def test_a_client_that_drops_after_the_snapshot_resumes_from_its_seq_without_gap_or_repeat(
