@@ -133,28 +133,32 @@ def _builds_in_progress() -> int:
     return int(row[0]) if row else 0
 
 
-def _drop_invalid(stop: threading.Event, patience: float = 30.0) -> None:
-    """Drops INVALID indexes before building them again, once no build runs on the tables: the
-    server cancels the build of a process that died within a second (client_connection_check_interval)."""
-    deadline = time.monotonic() + patience
-    while _builds_in_progress() and time.monotonic() < deadline and not stop.wait(0.2):
-        pass
-    with connection.cursor() as cursor:
-        for name in [name for name, valid in existing_indexes().items() if not valid]:
-            cursor.execute(f"DROP INDEX IF EXISTS {connection.ops.quote_name(name)}")
-
-
-def repair() -> list[str]:
-    """After a crash during a build: drops the indexes it left INVALID (PostgreSQL), which then
-    count as missing, and marks the build as not running; returns the names dropped. Leaves
-    everything as it is while a build runs (another deployment's indexer may be building)."""
-    if _builds_in_progress():
-        return []
+def _drop_invalid() -> list[str]:
+    """Drops the INVALID indexes on the record tables (an interrupted concurrent build's), which
+    then count as missing; returns their names."""
     invalid = [name for name, valid in existing_indexes().items() if not valid]
     with connection.cursor() as cursor:
         for name in invalid:
             logger.warning("index %s was left invalid by an interrupted build; dropping it to build it again", name)
             cursor.execute(f"DROP INDEX IF EXISTS {connection.ops.quote_name(name)}")
+    return invalid
+
+
+def _wait_for_builds(stop: threading.Event, patience: float = 30.0) -> None:
+    """Waits until no build runs on the tables: the server cancels the build of a process that
+    died within a second (client_connection_check_interval)."""
+    deadline = time.monotonic() + patience
+    while _builds_in_progress() and time.monotonic() < deadline and not stop.wait(0.2):
+        pass
+
+
+def repair() -> list[str]:
+    """After a crash during a build: drops the indexes it left INVALID (PostgreSQL) and marks the
+    build as not running; returns the names dropped. Leaves everything as it is while a build
+    runs (another deployment's indexer may be building)."""
+    if _builds_in_progress():
+        return []
+    invalid = _drop_invalid()
     if index_state() == IndexStateChoice.BUILDING:
         _set_state(IndexStateChoice.DEFERRED, None)
     return invalid
@@ -234,7 +238,8 @@ def build(deployment: Deployment | None = None, *, report: Callable[[str], None]
         return 0.0
     _set_state(IndexStateChoice.BUILDING, deployment)
     report(f"index build: creating {len(missing)} indexes on the record tables")
-    _drop_invalid(stop or threading.Event())
+    _wait_for_builds(stop or threading.Event())
+    _drop_invalid()
     try:
         if connection.vendor == "postgresql":
             by_table: dict[str, list[str]] = {}

@@ -137,7 +137,7 @@ class LogFetcher:
     address: str
     span: int = 2_000
     max_span: int = 50_000
-    target_logs: int = 4_000  # a range with more logs than this makes the next one shorter
+    target_logs: int = 4_000  # a range with more logs than this makes the next one shorter (the batch size)
 
     def fetch(self, start: int, end: int) -> tuple[int, list[dict[str, Any]]]:
         """Logs of the record events in [start, to] for some start <= to <= end; returns (to, logs)."""
@@ -205,7 +205,7 @@ class Indexer:
         self.rpc = rpc or RpcClient(config.rpc_url)
         self.stop = stop or threading.Event()
         self.fetcher = LogFetcher(self.rpc, config.contract_address, span=config.initial_span,
-                                  max_span=config.max_span)
+                                  max_span=config.max_span, target_logs=config.batch_logs)
         self.deployment: Deployment | None = None
         self.progress: Progress | None = None
         self.next_build = 0.0  # monotonic time from which a deferred index build may start
