@@ -29,7 +29,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.utils import timezone
 from psycopg import sql
 
-from records.fields import AddressField, Bytes32Field, UInt256Field
+from records.fields import UINT256_DIGITS, UINT256_MAX, AddressField, Bytes32Field, UInt256Field
 
 _Convert = Callable[[Any], Any]
 
@@ -71,10 +71,22 @@ def _remembered(convert: _Convert) -> _Convert:
     return converted
 
 
+def _uint256_text(field: UInt256Field) -> _Convert:
+    """UInt256Field.get_prep_value, with the decoder's plain ints in range taken straight."""
+    def text(value: Any) -> Any:
+        if type(value) is int and 0 <= value <= UINT256_MAX:
+            return str(value).zfill(UINT256_DIGITS)
+        return field.get_prep_value(value)
+
+    return text
+
+
 def _converter(field: models.Field[Any, Any]) -> _Convert | None:
     if isinstance(field, AddressField):
         return _remembered(field.get_prep_value)
-    if isinstance(field, UInt256Field | Bytes32Field):
+    if isinstance(field, UInt256Field):
+        return _uint256_text(field)
+    if isinstance(field, Bytes32Field):
         return field.get_prep_value
     if isinstance(field, models.DateTimeField):
         convert = _datetime_converter()
@@ -117,6 +129,22 @@ def _preparer(fields: Sequence[models.Field[Any, Any]]) -> Callable[[Sequence[An
     return prepared
 
 
+class ConvertedRows(list[Sequence[Any]]):
+    """Rows already converted (`convert_rows`): inserted and updated as they are."""
+
+
+def convert_rows(model: type[models.Model], columns: Sequence[str], rows: _Rows) -> ConvertedRows:
+    """The rows with their values converted as the inserts and updates here would, ahead of
+    them (in another process, say: a bulk backfill's reader)."""
+    prepared = _preparer(_fields(model, columns))
+    return ConvertedRows(prepared(row) for row in rows)
+
+
+def _rows_preparer(fields: Sequence[models.Field[Any, Any]],
+                   rows: _Rows) -> Callable[[Sequence[Any]], Sequence[Any]]:
+    return (lambda row: row) if isinstance(rows, ConvertedRows) else _preparer(fields)
+
+
 def _fields(model: type[models.Model], columns: Sequence[str]) -> list[models.Field[Any, Any]]:
     by_attname = {field.attname: field for field in model._meta.concrete_fields}
     return [by_attname[name] for name in columns]
@@ -127,7 +155,7 @@ def _copy(database: BaseDatabaseWrapper, model: type[models.Model], columns: Seq
     """COPY of the rows into the model's table (or `table`, with those columns) over the (open)
     connection of `database`, whose errors come out as Django's, as through its cursors."""
     fields = _fields(model, columns)
-    prepared = _preparer(fields)
+    prepared = _rows_preparer(fields, rows)
     statement = sql.SQL("COPY {} ({}) FROM STDIN").format(
         sql.Identifier(table or model._meta.db_table), sql.SQL(", ").join(sql.Identifier(str(f.column)) for f in fields)
     )
@@ -146,7 +174,7 @@ def insert_rows(model: type[models.Model], columns: Sequence[str], rows: _Rows) 
         _copy(connections[DEFAULT_DB_ALIAS], model, columns, rows)
         return
     fields = _fields(model, columns)
-    prepared = _preparer(fields)
+    prepared = _rows_preparer(fields, rows)
     table = model._meta.db_table
     names = [str(field.column) for field in fields]
     quote = connection.ops.quote_name
@@ -181,7 +209,7 @@ def update_rows(model: type[models.Model], keys: Sequence[str], columns: Sequenc
             cursor.execute(f"UPDATE {table} SET {assignments} FROM {quoted} v WHERE {where}")
             cursor.execute(f"TRUNCATE {quoted}")
         return
-    prepared = _preparer(fields)
+    prepared = _rows_preparer(fields, rows)
     values = [prepared(row) for row in rows]
     assignments = ", ".join(f"{name} = %s" for name in sets)
     where = " AND ".join(f"{name} = %s" for name in matches)

@@ -11,7 +11,9 @@ kept hashes to the common ancestor, undoes everything above it, and indexes the 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gc
+import itertools
 import logging
 import multiprocessing
 import os
@@ -20,18 +22,18 @@ import queue
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, Protocol, TypeVar
 
 from django.conf import settings
-from django.db import DatabaseError, connection, transaction
+from django.db import DatabaseError, connection, connections, transaction
 from django.db.models import F, Sum
 from django.utils import timezone
 from eth_utils.crypto import keccak
 
 from indexer import indexes
-from indexer.bulk import RowStream, batch_session, insert_rows
+from indexer.bulk import RowStream, batch_session, convert_rows, insert_rows
 from indexer.events import RECORD_EVENT_TOPICS, RecordEvent, UndecodableLog, decode_log
 from indexer.locks import deployment_lock
 from indexer.models import AppliedLog, ChangeLogEntry, IndexedBlock, IndexStateChoice, MessageType, SyncState
@@ -57,6 +59,7 @@ DEFER_INDEXES_ON = {"postgresql": True, "sqlite": True}
 INITIAL_SPAN = 16
 BUILD_RETRY_SECONDS = 60  # after a failed index build
 RECORD_MEMORY = 200_000  # records a catch-up keeps in memory between batches (about 2 KB each)
+_RELEASED = 2**62  # `committed` once the writing process stops: past any block
 
 
 class IndexerError(RuntimeError):
@@ -210,6 +213,7 @@ class Indexer:
         self.progress: Progress | None = None
         self.next_build = 0.0  # monotonic time from which a deferred index build may start
         self._pid = os.getpid()
+        self._next_sizes: Iterator[int] = itertools.repeat(config.batch_logs)  # the next batches of `read`
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -364,38 +368,80 @@ class Indexer:
         deployment.refresh_from_db(fields=[f"{kind}_in_chain_order" for kind in ("bounty", "submission", "dispute")])
         parent = self._tip_hash(deployment, last)
         memory = RecordMemory()
-        bulk = state.bulk_from_block is not None
-        # A bulk backfill reads in a process of its own (ReadAhead) and, on PostgreSQL, writes on a
-        # thread of its own (BatchWriter) while this thread applies and renders the next batch:
-        # there the server does the work the thread waits for. SQLite's work is this process's
-        # own, and measured no faster on a thread (bench/indexer_backfill.py: 3.5-3.8 s either way).
-        writer: BatchWriter | None = None
+        self._next_sizes = _batch_sizes(self.config.batch_logs)
         try:
+            if state.bulk_from_block is not None:
+                self._bulk_catch_up(deployment, state, memory, parent, last + 1, safe, head)
+                return True
             with ReadAhead(lambda start: self.read(start, safe, head), last + 1, safe, self.config.read_ahead,
-                           self.stop, in_process=bulk, on_start=self._own_connections) as batches, \
-                    _collections_between_batches():
-                if bulk and connection.vendor == "postgresql":  # after the fork: no thread of ours in the reader
-                    writer = BatchWriter(lambda prepared: self._commit_prepared(deployment, prepared))
+                           self.stop) as batches, _collections_between_batches():
                 for n, batch in enumerate(batches, start=1):
                     if batch.parent_hash != parent:
                         raise ChainChanged(f"block {batch.start - 1} changed while blocks after it were read")
-                    if writer is None:
-                        self._commit(deployment, batch, memory)
-                    else:
-                        writer.submit(self._prepare(deployment, batch, memory, state))
+                    self._commit(deployment, batch, memory)
                     parent = batch.headers[batch.to]["hash"]
                     if memory.size() > RECORD_MEMORY:
-                        if writer is not None:
-                            writer.drain()  # what the memory forgets must be in the database first
                         memory.clear()
                     if n % 64 == 0:
                         gc.collect(1)
         except ChainChanged as changed:
             logger.warning("%s; checking the indexed blocks", changed)
+        return True
+
+    def _bulk_catch_up(self, deployment: Deployment, state: SyncState, memory: RecordMemory, parent: str | None,
+                       first: int, safe: int, head: int) -> None:
+        """A bulk backfill's catch-up: the reader process reads, decodes, applies and renders
+        (`_prepare_ahead`), and this process writes. The two are the indexer's Python work split
+        over two cores: this one's share is the database's (`_commit_prepared`), on PostgreSQL
+        from a thread of its own (BatchWriter) so that receiving the next batch overlaps the
+        server's work on this one. `committed` tells the reader the last block written."""
+        committed = multiprocessing.get_context("fork").Value("q", first - 1, lock=False)
+
+        def commit(prepared: Prepared) -> None:
+            self._commit_prepared(deployment, prepared)
+            committed.value = prepared.batch.to
+
+        writer: BatchWriter | None = None
+        try:
+            with ReadAhead(lambda start: self._prepare_ahead(deployment, state, memory, committed, start, safe, head),
+                           first, safe, self.config.read_ahead, self.stop, in_process=True,
+                           on_start=self._own_connections) as prepared_batches, _collections_between_batches():
+                try:
+                    if connection.vendor == "postgresql":  # after the fork: no thread of ours in the reader
+                        writer = BatchWriter(commit)
+                    for n, prepared in enumerate(prepared_batches, start=1):
+                        batch = prepared.batch
+                        if batch.parent_hash != parent:
+                            raise ChainChanged(f"block {batch.start - 1} changed while blocks after it were read")
+                        if writer is None:
+                            commit(prepared)
+                        else:
+                            writer.submit(prepared)
+                        parent = batch.headers[batch.to]["hash"]
+                        if n % 64 == 0:
+                            gc.collect(1)
+                finally:
+                    committed.value = _RELEASED  # a reader waiting for a commit goes on, to find it closed
         finally:
             if writer is not None:
                 writer.close()
-        return True
+
+    def _prepare_ahead(self, deployment: Deployment, state: SyncState, memory: RecordMemory, committed: Any,
+                       start: int, safe: int, head: int) -> Iterator[Prepared]:
+        """(In a bulk backfill's reader process.) The batches of the next getLogs range from
+        `start`, applied to the records in `memory` and rendered. Before the memory forgets its
+        records, the batches that wrote them must be committed: the records are read back from
+        the database after that."""
+        with ReadAhead(lambda first: self.read(first, safe, head), start, safe, self.config.read_ahead, self.stop,
+                       in_process=True, on_start=self._own_connections) as batches, _collections_between_batches():
+            for batch in batches:
+                if memory.size() > RECORD_MEMORY:
+                    while committed.value < batch.start - 1:
+                        if os.getppid() != self._pid:  # the indexer died
+                            return
+                        time.sleep(0.005)
+                    memory.clear()
+                yield self._prepare(deployment, batch, memory, state).shipped()
 
     def step(self) -> bool:
         """Indexes one getLogs range (or undoes a reorg); False when caught up with the safe head."""
@@ -417,10 +463,11 @@ class Indexer:
         return True
 
     def _own_connections(self) -> None:
-        """In a reader process: connections to the node of its own (the sockets it inherited are
-        this process's)."""
+        """In a reader process: connections of its own to the node and to the database (the
+        ones it inherited are the parent's)."""
         if os.getpid() != self._pid:
             self.rpc = self.fetcher.rpc = self.rpc.fresh()
+            _database_connections_of_our_own()
 
     def _caught_up(self, state: SyncState, head: int) -> None:
         SyncState.objects.filter(pk=state.pk).update(head_block=head, last_heartbeat=timezone.now())
@@ -437,7 +484,7 @@ class Indexer:
         first can be committed while the rest are decoded. ChainChanged when blocks changed while
         being read: the caller checks the indexed blocks again."""
         to, raw_logs = self.fetcher.fetch(start, safe)
-        for first, last, part in _split(self._relevant(raw_logs), start, to, self.config.batch_logs):
+        for first, last, part in _split(self._relevant(raw_logs), start, to, self._next_sizes):
             events = self._decode(part, first, last)
             numbers = {e.log.block_number for e in events} | {last}
             parent_number = first - 1 if first > self.config.start_block else None
@@ -528,15 +575,17 @@ class Indexer:
             undo = apply_event(store, event, times[log.block_number], undo=log.block_number > undo_floor)
             ledger.append((deployment.pk, log.block_number, log.block_hash, log.tx_hash, log.log_index,
                            type(event).__name__, undo))
-        return Prepared(batch, store, store.render(), ledger, times, state.last_seq, state.bulk_from_block)
+        return Prepared(batch, store, store.render(), ledger, times, state.last_seq, state.bulk_from_block,
+                        len(batch.events))
 
     def _write(self, deployment: Deployment, locked: SyncState, prepared: Prepared) -> None:
-        batch, messages = prepared.batch, prepared.store.messages or []
+        batch, store = prepared.batch, prepared.store
+        messages = (store.messages or []) if store is not None else []
         batch_session(bulk=locked.bulk_from_block is not None)
         # The records first: the database indexes them while the payloads are rendered.
         with RowStream() as stream:
             prepared.writes.write(stream)
-            entries = self._entries(deployment, locked.last_seq, prepared.store, messages)
+            entries = self._entries(deployment, locked.last_seq, store, messages) if store is not None else []
             if locked.bulk_from_block is not None and batch.final:  # the bulk backfill is over: clients need
                 entries.append((deployment.pk, locked.last_seq + 1, MessageType.RESYNC,  # a new snapshot
                                 {"from_block": locked.bulk_from_block, "to_block": batch.to}, batch.to,
@@ -560,7 +609,7 @@ class Indexer:
         locked.head_block = batch.head
         locked.last_heartbeat = timezone.now()
         locked.save()
-        self._report(batch, len(batch.events), Counter(message.type for message in messages))
+        self._report(batch, prepared.applied, Counter(message.type for message in messages))
 
     @staticmethod
     def _entries(deployment: Deployment, last_seq: int, store: RecordStore,
@@ -647,12 +696,24 @@ class Prepared:
     """A batch applied in memory, with everything it writes rendered (Indexer._prepare)."""
 
     batch: Batch
-    store: RecordStore
+    store: RecordStore | None  # None once shipped
     writes: Writes
-    ledger: list[tuple[Any, ...]]
+    ledger: Sequence[Sequence[Any]]
     times: dict[int, Any]
     last_seq: int  # the sync state it was applied against
     bulk_from_block: int | None
+    applied: int = 0  # events
+
+    @property
+    def to(self) -> int:
+        return self.batch.to
+
+    def shipped(self) -> Prepared:
+        """What the writing process needs (to send from a reader process): no store, whose
+        records stay with the reader, and no events, which the writes and the ledger hold."""
+        return dataclasses.replace(self, store=None, batch=dataclasses.replace(self.batch, events=[]),
+                                   writes=self.writes.converted(),
+                                   ledger=convert_rows(AppliedLog, _LEDGER_COLUMNS, self.ledger))
 
 
 class BatchWriter:
@@ -701,13 +762,30 @@ class BatchWriter:
             connection.close()
 
 
+_INHERITED_CONNECTIONS: list[Any] = []
+
+
+def _database_connections_of_our_own() -> None:
+    """In a forked process: new database connections in place of the inherited ones. Those are
+    the parent's: they stay referenced here and are never closed (closing one would end the
+    parent's session, on the socket both hold), and the new ones are not pooled (the pool and
+    its connections are the parent's too)."""
+    for alias in connections:
+        inherited = connections[alias]
+        _INHERITED_CONNECTIONS.append(inherited)
+        options = {name: value for name, value in inherited.settings_dict.get("OPTIONS", {}).items() if name != "pool"}
+        connections[alias] = type(inherited)({**inherited.settings_dict, "OPTIONS": options}, alias)
+
+
 @contextlib.contextmanager
 def _collections_between_batches() -> Iterator[None]:
     """Python's automatic garbage collection off during a catch-up: a batch allocates hundreds of
     thousands of objects and the automatic collections scanned the records kept in memory over
     and over (a quarter of a backfill's time), while batches leave no cyclic garbage (reference
     counting frees it all). The caller collects the young generations every so many batches, for
-    what retries and errors may leave; everything is collected at the end."""
+    what retries and errors may leave, and once more at the end (a full collection scanned every
+    long-lived object for a tenth of a second); the oldest generation is left to the automatic
+    collections."""
     enabled = gc.isenabled()
     gc.disable()
     try:
@@ -715,7 +793,7 @@ def _collections_between_batches() -> Iterator[None]:
     finally:
         if enabled:
             gc.enable()
-        gc.collect()
+        gc.collect(1)
 
 
 @dataclass
@@ -738,19 +816,38 @@ class RecordMemory:
 
 
 def _split(logs: list[tuple[int, dict[str, Any]]], start: int, to: int,
-           size: int) -> Iterator[tuple[int, int, list[dict[str, Any]]]]:
-    """Blocks start..to as consecutive ranges (first, last, their logs) of about `size` logs, cut
-    only between blocks; `logs` are (block, log) in block order."""
-    first, part = start, []
+           sizes: Iterator[int]) -> Iterator[tuple[int, int, list[dict[str, Any]]]]:
+    """Blocks start..to as consecutive ranges (first, last, their logs) of about the next of
+    `sizes` logs each, cut only between blocks; `logs` are (block, log) in block order."""
+    first, part, size = start, [], next(sizes)
     for i, (block, raw) in enumerate(logs):
         part.append(raw)
         if len(part) >= size and block < to and first <= block and (i + 1 == len(logs) or logs[i + 1][0] != block):
             yield first, block, part
-            first, part = block + 1, []
+            first, part, size = block + 1, [], next(sizes)
     yield first, to, part
 
 
-class ReadAhead:
+def _batch_sizes(size: int) -> Iterator[int]:
+    """A catch-up's batch sizes: the first batches smaller, so that the pipeline's stages get to
+    work early (the first batch is read, decoded, applied and written one stage after another),
+    then `size`."""
+    small = max(1, size // 8)
+    while small < size:
+        yield small
+        small *= 2
+    yield from itertools.repeat(size)
+
+
+class _Ranged(Protocol):
+    @property
+    def to(self) -> int: ...
+
+
+_Item = TypeVar("_Item", bound=_Ranged)
+
+
+class ReadAhead(Generic[_Item]):
     """Reads batches ahead while the caller commits the ones before, so that the node's work and
     the decoding overlap the database's. At most `depth` batches wait, so memory stays bounded
     however far behind the indexer is. Iterating yields the batches in order up to `safe`; an
@@ -762,7 +859,7 @@ class ReadAhead:
     batches come through a pipe, pickled (indexer.events keeps that cheap); a semaphore bounds
     how many are on their way. The process exits once this one has left the block, or died."""
 
-    def __init__(self, read: Callable[[int], Iterator[Batch]], first: int, safe: int, depth: int,
+    def __init__(self, read: Callable[[int], Iterator[_Item]], first: int, safe: int, depth: int,
                  stop: threading.Event, *, in_process: bool = False,
                  on_start: Callable[[], None] = lambda: None) -> None:
         self._read = read
@@ -778,14 +875,26 @@ class ReadAhead:
             self._slots = context.BoundedSemaphore(depth)
             self._closed: Any = context.Event()
             self._parent = os.getpid()
-            self._worker: Any = context.Process(target=self._run, name="indexer-read-ahead", daemon=True)
+            # Not a daemon, which may not fork (a bulk backfill's reader has a reader of its own):
+            # `__exit__` ends it, and it ends itself once its parent has died (`_put`).
+            self._worker: Any = context.Process(target=self._run, name="indexer-read-ahead", daemon=False)
         else:
-            self._queue: queue.Queue[Batch | BaseException | None] = queue.Queue(maxsize=depth)
+            self._queue: queue.Queue[_Item | BaseException | None] = queue.Queue(maxsize=depth)
             self._closed = threading.Event()
             self._worker = threading.Thread(target=self._run, name="indexer-read-ahead", daemon=True)
 
-    def __enter__(self) -> Iterator[Batch]:
-        self._worker.start()
+    def __enter__(self) -> Iterator[_Item]:
+        if not self._in_process:
+            self._worker.start()
+            return self._batches()
+        # The process inherits this one's heap copy-on-write: its garbage collections must not
+        # scan what it inherited (touching each object copies its page: a third of a second at
+        # the start of a backfill), so it starts with all of it in the permanent generation.
+        gc.freeze()
+        try:
+            self._worker.start()
+        finally:
+            gc.unfreeze()
         return self._batches()
 
     def __exit__(self, *exc_info: object) -> None:
@@ -820,7 +929,7 @@ class ReadAhead:
             return
         self._put(None)
 
-    def _put(self, item: Batch | BaseException | None) -> bool:
+    def _put(self, item: _Item | BaseException | None) -> bool:
         while not self._closed.is_set():
             if not self._in_process:
                 try:
@@ -840,7 +949,7 @@ class ReadAhead:
 
     # ---------------------------------------------------------------- the caller's side
 
-    def _get(self) -> Batch | BaseException | None:
+    def _get(self) -> _Item | BaseException | None:
         if not self._in_process:
             return self._queue.get()
         while not self._receiver.poll(0.1):
@@ -848,11 +957,11 @@ class ReadAhead:
                 return None
             if not self._worker.is_alive() and not self._receiver.poll():
                 raise IndexerError(f"the reader process exited with code {self._worker.exitcode}")
-        item: Batch | BaseException | None = self._receiver.recv()
+        item: _Item | BaseException | None = self._receiver.recv()
         self._slots.release()
         return item
 
-    def _batches(self) -> Iterator[Batch]:
+    def _batches(self) -> Iterator[_Item]:
         while (item := self._get()) is not None:
             if isinstance(item, BaseException):
                 raise item

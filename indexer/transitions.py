@@ -19,10 +19,11 @@ created; `{"kind": ..., "id": ..., "before": {"status": "open", ...}}` restores 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal, TypeVar
@@ -32,7 +33,7 @@ from django.db.models import F
 from django.db.models.base import ModelState
 from django.db.models.signals import post_init, pre_init
 
-from indexer.bulk import RowStream, insert_rows, update_rows
+from indexer.bulk import RowStream, convert_rows, insert_rows, update_rows
 from indexer.events import (
     BountyCreated,
     BountyFinalized,
@@ -55,7 +56,7 @@ from records.models import (
     SubmissionStatus,
 )
 from records.representation import JsonRecord, record_body, record_json
-from records.search import search_document
+from records.search import STATUS_FIELD, join_fields, search_fields
 
 Kind = Literal["bounty", "submission", "dispute"]
 Record = Bounty | Submission | Dispute
@@ -266,11 +267,28 @@ class RecordStore:
 
     def _render(self, kind: Kind, key: int) -> Any:
         """Renders what the record stores about itself: its search text and its JSON body (which
-        the read API and the websocket send as they are)."""
+        the read API and the websocket send as they are).
+
+        Of the fields a transition changes only the status is in either (the counters are not),
+        so a record rendered here before is rendered again only when its status changed, and
+        then by putting the new status into its search fields and its body: a backfill changes
+        most records after the batch that created them."""
         record = self.get(kind, key)
-        record.search_text = search_document(record)
-        record.body = record_body(record, chain_id=self.deployment.chain_id,
-                                  contract_address=self.deployment.contract_address)
+        rendered: _Rendered | None = record.__dict__.get("_rendered")
+        status = record.status
+        if rendered is not None:
+            if rendered.status == status:
+                return record
+            fields = list(rendered.fields)
+            fields[STATUS_FIELD[type(record)]] = str(status).lower()
+            body = record.body.replace(_status_member(rendered.status), _status_member(status), 1)
+        else:
+            fields = search_fields(record)
+            body = record_body(record, chain_id=self.deployment.chain_id,
+                               contract_address=self.deployment.contract_address)
+        record.search_text = join_fields(fields)
+        record.body = body
+        record._rendered = _Rendered(status, fields)
         return record
 
     def message(self, type_: MessageType, kind: Kind, key: int, block_number: int) -> Message:
@@ -303,6 +321,21 @@ class RecordStore:
                            contract_address=self.deployment.contract_address)
 
 
+@dataclass(frozen=True, slots=True)
+class _Rendered:
+    """What `RecordStore._render` rendered a record's search text and body from."""
+
+    status: str
+    fields: list[str]
+
+
+@functools.cache
+def _status_member(status: str) -> str:
+    """The status as a member of a record's JSON body (no other member or string can hold this
+    text: a string's quotes are escaped)."""
+    return '"status":' + orjson.dumps(status).decode()
+
+
 @dataclass
 class Writes:
     """A batch's writes to the record tables, rendered: `write` sends them (in the caller's
@@ -311,9 +344,18 @@ class Writes:
     deployment: Deployment
     deltas: dict[Kind, int] = field(default_factory=dict)
     removals: list[tuple[type[Any], str, list[int]]] = field(default_factory=list)
-    updates: list[tuple[type[Any], tuple[str, str], list[str], list[list[Any]]]] = field(default_factory=list)
+    updates: list[tuple[type[Any], tuple[str, str], list[str], Sequence[Sequence[Any]]]] = field(default_factory=list)
     out_of_order: list[str] = field(default_factory=list)
-    inserts: list[tuple[type[Any], list[str], list[list[Any]]]] = field(default_factory=list)
+    inserts: list[tuple[type[Any], list[str], Sequence[Sequence[Any]]]] = field(default_factory=list)
+
+    def converted(self) -> Writes:
+        """These writes with their rows' values converted for the database ahead (bulk.convert_rows)."""
+        return dataclasses.replace(
+            self,
+            updates=[(model, keys, names, convert_rows(model, [*keys, *names], rows))
+                     for model, keys, names, rows in self.updates],
+            inserts=[(model, columns, convert_rows(model, columns, rows)) for model, columns, rows in self.inserts],
+        )
 
     def write(self, stream: RowStream | None = None) -> None:
         """Sends the writes; the inserts through `stream` when given."""

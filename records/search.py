@@ -20,25 +20,34 @@ from records.models import Bounty, Dispute, Submission
 SEPARATOR = "\x1f"
 
 
-def _join(*values: object) -> str:
-    seen: list[str] = []
-    for value in values:
-        text = str(value).lower()
-        if text not in seen:
-            seen.append(text)
-    return SEPARATOR.join(seen)
+# Where each kind's status sits in `search_fields`: after the decimal IDs, which a status never equals.
+STATUS_FIELD = {Bounty: 1, Submission: 2, Dispute: 3}
+
+
+def join_fields(fields: list[str]) -> str:
+    """The search text of `search_fields`: each distinct value once, in order."""
+    if len(set(fields)) == len(fields):
+        return SEPARATOR.join(fields)
+    return SEPARATOR.join(dict.fromkeys(fields))
+
+
+def search_fields(record: Bounty | Submission | Dispute) -> list[str]:
+    """The lowercased values `q` matches for this record, in order (duplicates kept)."""
+    if isinstance(record, Bounty):
+        values: tuple[object, ...] = (record.bounty_id, record.status, record.poster, record.metadata_uri,
+                                      record.metadata_hash, record.tx_hash, record.prompt)
+    elif isinstance(record, Submission):
+        values = (record.submission_id, record.bounty_id, record.status, record.tile_id, record.claimant,
+                  record.metadata_uri, record.metadata_hash, record.tx_hash, record.content)
+    else:
+        values = (record.dispute_id, record.bounty_id, record.submission_id, record.status, record.challenger_id,
+                  record.metadata_uri, record.metadata_hash, record.tx_hash, record.reason)
+    return [str(value).lower() for value in values]
 
 
 def search_document(record: Bounty | Submission | Dispute) -> str:
     """The lowercased, separator-joined fields `q` matches for this record."""
-    if isinstance(record, Bounty):
-        return _join(record.bounty_id, record.status, record.poster, record.metadata_uri, record.metadata_hash,
-                     record.tx_hash, record.prompt)
-    if isinstance(record, Submission):
-        return _join(record.submission_id, record.bounty_id, record.status, record.tile_id, record.claimant,
-                     record.metadata_uri, record.metadata_hash, record.tx_hash, record.content)
-    return _join(record.dispute_id, record.bounty_id, record.submission_id, record.status, record.challenger_id,
-                 record.metadata_uri, record.metadata_hash, record.tx_hash, record.reason)
+    return join_fields(search_fields(record))
 
 
 def search_term(q: str) -> str | None:

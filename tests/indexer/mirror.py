@@ -15,6 +15,7 @@ from web3.contract import Contract
 from indexer.models import AppliedLog, ChangeLogEntry, SyncState
 from records.models import Bounty, Deployment, Dispute, Submission
 from records.representation import bounty_json, dispute_json, record_body, submission_json
+from records.search import search_document
 
 BOUNTY_STATUS = ["open", "resolved", "refunded"]
 SUBMISSION_STATUS = ["submitted", "disputed", "accepted", "rejected", "refunded"]
@@ -119,11 +120,13 @@ def assert_mirror_equals_chain(board: Contract, deployment: Deployment) -> None:
 
 
 def assert_bodies_are_current(deployment: Deployment) -> None:
-    """Every record's stored JSON body is what the representation renders of it now."""
+    """Every record's stored JSON body and search text are what records.representation and
+    records.search render of it now."""
     chain_id, address = deployment.chain_id, deployment.contract_address
     for model in (Bounty, Submission, Dispute):
         for record in model.objects.filter(deployment=deployment):
             assert record.body == record_body(record, chain_id=chain_id, contract_address=address), record
+            assert record.search_text == search_document(record), record
 
 
 def replay(deployment: Deployment) -> dict[tuple[str, int], dict[str, Any]]:

@@ -11,7 +11,7 @@ from django.db import IntegrityError, connection
 from django.test import Client, override_settings
 
 from contracts.demo import seed_demo_activity
-from indexer import indexes
+from indexer import indexes, sync
 from indexer.models import ChangeLogEntry, IndexState, IndexStateChoice, SyncState
 from indexer.sync import Indexer
 from records.models import Bounty, Deployment, Dispute, Submission
@@ -87,6 +87,24 @@ def test_a_first_sync_writes_without_the_indexes_and_builds_them_once_caught_up(
     assert indexes.index_state() == IndexStateChoice.READY
     assert not indexer.indexes_to_build()
     assert_bodies_are_current(Deployment.objects.get())
+
+
+def test_a_bulk_backfill_reads_back_the_records_its_reader_forgot_once_they_are_written(
+        chain: Chain, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The reader process keeps at most RECORD_MEMORY records; beyond, it waits until the writer
+    # has committed every batch it sent, forgets them, and reads them back as they are changed.
+    monkeypatch.setattr(sync, "RECORD_MEMORY", 2)
+    seed_demo_activity(chain.w3, chain.deployment)
+    indexer = Indexer(config_for(chain, batch_logs=2, initial_span=1, max_span=2))
+    indexer.ensure_deployment()
+    indexer.prepare()
+    assert SyncState.objects.get().bulk_from_block is not None
+
+    catch_up(indexer)
+
+    deployment = Deployment.objects.get()
+    assert_mirror_equals_chain(chain.board, deployment)
+    assert_bodies_are_current(deployment)  # statuses changed in later batches render as a new record would
 
 
 def test_a_bulk_backfill_logs_one_resync_instead_of_an_entry_per_change(chain: Chain) -> None:
