@@ -833,9 +833,8 @@ def report(chain: ChainInfo, args: argparse.Namespace, runs: dict[str, dict[str,
         print(f"{label:<12}" + "".join(f"{p:>10.3f}" for p in parts) + f"{result['seconds'] - sum(parts):>10.3f}")
     print("(getLogs: eth_getLogs incl. JSON parsing; decode: decode_log of every log; headers: eth_getBlockByNumber "
           "batches;\n prepare: applying a batch in memory and rendering its rows; commit: the database transaction of "
-          "a batch,\n which in a bulk backfill runs on the writer thread beside the next prepare; other: the rest, "
-          "waiting for\n the reader, the index build. A bulk backfill reads in a process of its own: its getLogs, "
-          "decode and\n headers are not seen here, only the wait for them)")
+          "a batch;\n other: the rest, waiting for the reader, the index build. A bulk backfill reads and decodes in "
+          "one process\n of its own and prepares in another: their stages are not seen here, only the wait for them)")
     print()
     short = {"load records": "load", "apply_event": "apply", "update records": "upd rec", "payloads": "payload",
              "insert records": "ins rec", "insert AppliedLog": "ins log", "insert ChangeLog": "ins chg",

@@ -855,8 +855,9 @@ class ReadAhead(Generic[_Item]):
 
     The reader is a thread, or with `in_process` a process forked from this one (which first
     calls `on_start` there): decoding is Python, and a thread would share this process's one
-    interpreter lock with the applying, so a bulk backfill reads in a process of its own. Its
-    batches come through a pipe, pickled (indexer.events keeps that cheap); a semaphore bounds
+    interpreter lock with the applying, so a bulk backfill reads in a process of its own, and
+    prepares its batches in another (`Indexer._bulk_catch_up`: the items are then `Prepared`).
+    Its items come through a pipe, pickled (indexer.events keeps that cheap); a semaphore bounds
     how many are on their way. The process exits once this one has left the block, or died."""
 
     def __init__(self, read: Callable[[int], Iterator[_Item]], first: int, safe: int, depth: int,
