@@ -367,12 +367,12 @@ class Indexer:
         # As the database has them: a batch clears them on this object before it commits.
         deployment.refresh_from_db(fields=[f"{kind}_in_chain_order" for kind in ("bounty", "submission", "dispute")])
         parent = self._tip_hash(deployment, last)
-        memory = RecordMemory()
         self._next_sizes = _batch_sizes(self.config.batch_logs)
         try:
             if state.bulk_from_block is not None:
-                self._bulk_catch_up(deployment, state, memory, parent, last + 1, safe, head)
+                self._bulk_catch_up(deployment, state, parent, last + 1, safe, head)
                 return True
+            memory = RecordMemory()
             with ReadAhead(lambda start: self.read(start, safe, head), last + 1, safe, self.config.read_ahead,
                            self.stop) as batches, _collections_between_batches():
                 for n, batch in enumerate(batches, start=1):
@@ -388,14 +388,15 @@ class Indexer:
             logger.warning("%s; checking the indexed blocks", changed)
         return True
 
-    def _bulk_catch_up(self, deployment: Deployment, state: SyncState, memory: RecordMemory, parent: str | None,
+    def _bulk_catch_up(self, deployment: Deployment, state: SyncState, parent: str | None,
                        first: int, safe: int, head: int) -> None:
-        """A bulk backfill's catch-up: the reader process reads, decodes, applies and renders
-        (`_prepare_ahead`), and this process writes. The two are the indexer's Python work split
-        over two cores: this one's share is the database's (`_commit_prepared`), on PostgreSQL
-        from a thread of its own (BatchWriter) so that receiving the next batch overlaps the
-        server's work on this one. `committed` tells the reader the last block written."""
+        """A bulk backfill's catch-up over three processes: a reader process reads and decodes,
+        a second one applies and renders (`_prepare_ahead`, which forks the reader), and this
+        one writes (`_commit_prepared`), on PostgreSQL from a thread of its own (BatchWriter) so
+        that receiving the next batch overlaps the server's work on this one. `committed` tells
+        the preparing process the last block written."""
         committed = multiprocessing.get_context("fork").Value("q", first - 1, lock=False)
+        memory = RecordMemory()  # the preparing process's
 
         def commit(prepared: Prepared) -> None:
             self._commit_prepared(deployment, prepared)
@@ -428,8 +429,9 @@ class Indexer:
 
     def _prepare_ahead(self, deployment: Deployment, state: SyncState, memory: RecordMemory, committed: Any,
                        start: int, safe: int, head: int) -> Iterator[Prepared]:
-        """(In a bulk backfill's reader process.) The batches of the next getLogs range from
-        `start`, applied to the records in `memory` and rendered. Before the memory forgets its
+        """(In a bulk backfill's preparing process.) Every batch from `start` to `safe`, read
+        ahead by a reader process of its own, applied to the records in `memory` and rendered,
+        with its rows converted for the database. Before the memory forgets its
         records, the batches that wrote them must be committed: the records are read back from
         the database after that."""
         with ReadAhead(lambda first: self.read(first, safe, head), start, safe, self.config.read_ahead, self.stop,
