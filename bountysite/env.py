@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from ipaddress import IPv4Network, IPv6Network, ip_network
+from ipaddress import IPv4Network, IPv6Network, ip_address, ip_network
 from typing import overload
 
 from django.core.exceptions import ImproperlyConfigured
@@ -109,15 +109,27 @@ def env_list(name: str, default: list[str], *, environ: Mapping[str, str] | None
     return [item.strip() for item in value.split(",") if item.strip()]
 
 
-def env_networks(name: str, *, environ: Mapping[str, str] | None = None) -> list[IPv4Network | IPv6Network]:
-    """A comma-separated list of IP addresses or CIDR networks; empty when unset."""
+def env_networks(name: str, default: list[str] | None = None, *,
+                 environ: Mapping[str, str] | None = None) -> list[IPv4Network | IPv6Network]:
+    """A comma-separated list of IP addresses or CIDR networks; `default` (or none) when unset."""
     networks: list[IPv4Network | IPv6Network] = []
-    for item in env_list(name, [], environ=environ):
+    for item in env_list(name, default or [], environ=environ):
         try:
             networks.append(ip_network(item, strict=False))
         except ValueError:
             raise ImproperlyConfigured(f"{name} must list IP addresses or networks, got {item!r}") from None
     return networks
+
+
+def env_ip(name: str, default: str, *, environ: Mapping[str, str] | None = None) -> str:
+    """An IPv4 or IPv6 address (to bind to); `default` when unset."""
+    value = _raw(name, environ)
+    if value is None:
+        return default
+    try:
+        return str(ip_address(value))
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be an IP address, got {value!r}") from None
 
 
 def env_address(name: str, *, environ: Mapping[str, str] | None = None) -> str | None:

@@ -19,6 +19,7 @@ from bountysite.env import (
     env_bool,
     env_choice,
     env_int,
+    env_ip,
     env_list,
     env_networks,
     env_required,
@@ -62,6 +63,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "bountysite.access.AccessMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "records.api.ratelimit.RateLimitMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -149,11 +151,20 @@ BOUNTY_HEALTH_HEARTBEAT_SECONDS = env_int("BOUNTY_HEALTH_HEARTBEAT_SECONDS", 60,
 BOUNTY_HEALTH_MAX_LAG_BLOCKS = env_int("BOUNTY_HEALTH_MAX_LAG_BLOCKS", 10, minimum=0)
 BOUNTY_GETLOGS_MAX_BLOCKS = env_int("BOUNTY_GETLOGS_MAX_BLOCKS", 50_000, minimum=1)
 BOUNTY_INDEXER_POLL_SECONDS = env_int("BOUNTY_INDEXER_POLL_MS", 2_000, minimum=50, maximum=600_000) / 1000
+BOUNTY_RPC_TIMEOUT_SECONDS = env_int("BOUNTY_RPC_TIMEOUT_SECONDS", 20, minimum=1, maximum=600)  # per request
 # A backfill that will add more rows than the record tables hold builds their secondary indexes
 # after catching up (indexer.indexes): auto decides so, always / never force it.
 BOUNTY_DEFER_INDEXES = env_choice("BOUNTY_DEFER_INDEXES", "auto", choices=("auto", "always", "never"))
 BOUNTY_INDEX_BUILD_MEMORY_MB = env_int("BOUNTY_INDEX_BUILD_MEMORY_MB", 512, minimum=1)  # PostgreSQL builds
 BOUNTY_CHANGELOG_KEEP_DAYS = env_int("BOUNTY_CHANGELOG_KEEP_DAYS", 30, minimum=1)  # manage.py prune_changelog
+
+# ---------------------------------------------------------------- metrics (docs/operations.md, Metrics)
+
+# run_indexer serves its metrics on this port (off when unset), bound to this address.
+BOUNTY_INDEXER_METRICS_PORT = env_int("BOUNTY_INDEXER_METRICS_PORT", None, minimum=1, maximum=65_535)
+BOUNTY_INDEXER_METRICS_ADDRESS = env_ip("BOUNTY_INDEXER_METRICS_ADDRESS", "127.0.0.1")
+# The web processes serve /metrics only to peers in these networks, never through a proxy.
+BOUNTY_METRICS_ALLOWED = env_networks("BOUNTY_METRICS_ALLOWED", ["127.0.0.0/8", "::1"])
 
 # ---------------------------------------------------------------- websocket
 
@@ -228,15 +239,22 @@ if LOG_LEVEL not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:
 # Every line goes through the root's one handler. Django's own defaults give `django` a console
 # handler of its own under DEBUG and `django.server` one that does not propagate, which printed
 # the dev server's lines twice (plain, then timestamped): they get no handlers here.
+# LOG_FORMAT=json: one JSON object per line (bountysite/logs.py), for a log shipper.
+LOG_FORMAT = env_choice("LOG_FORMAT", "plain", choices=("plain", "json"))
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"},
+        "json": {"()": "bountysite.logs.JsonFormatter"},
+    },
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT}},
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {
         "django": {"handlers": [], "propagate": True},
         "django.server": {"handlers": [], "propagate": True},
+        # The access lines are the service's own (bountysite/access.py); runserver's would repeat them.
+        "django.channels.server": {"level": "WARNING"},
         "django.db.backends": {"level": "INFO"},
         "httpx": {"level": "WARNING"},
         "httpcore": {"level": "WARNING"},

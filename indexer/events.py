@@ -149,6 +149,7 @@ _EVENT_CLASSES: dict[str, type[Any]] = {
         SubmissionRefunded,
     )
 }
+EVENT_TYPES: tuple[str, ...] = tuple(_EVENT_CLASSES)  # the record events' names, as the metrics label them
 
 
 class UndecodableLog(ValueError):

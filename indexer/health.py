@@ -9,7 +9,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from indexer.indexes import index_state
-from indexer.models import SyncState
+from indexer.models import IndexerProcess, IndexerRole, SyncState
 from records.models import Deployment
 
 
@@ -19,6 +19,12 @@ class BackfillProgress(TypedDict):
     done_blocks: int
     total_blocks: int
     percent: float
+
+
+class IndexerProcessHealth(TypedDict):
+    name: str
+    role: str
+    last_seen: datetime
 
 
 class IndexerHealth(TypedDict):
@@ -32,6 +38,7 @@ class IndexerHealth(TypedDict):
     last_heartbeat: datetime | None
     indexes: str  # the record tables' secondary indexes: ready, deferred (a bulk backfill) or building
     backfill: BackfillProgress | None
+    processes: list[IndexerProcessHealth]  # seen within the heartbeat: the writer, then those standing by
 
 
 def indexer_health(deployment: Deployment | None, *, now: datetime | None = None) -> IndexerHealth:
@@ -41,7 +48,8 @@ def indexer_health(deployment: Deployment | None, *, now: datetime | None = None
     BOUNTY_HEALTH_HEARTBEAT_SECONDS. `synced`: the last indexed block is within
     BOUNTY_HEALTH_MAX_LAG_BLOCKS of the safe head (head minus confirmations). `indexes`: whether
     the record tables' secondary indexes wait for a bulk backfill to end (indexer.indexes).
-    `backfill`: the progress of the backfill under way, if any."""
+    `backfill`: the progress of the backfill under way, if any. `processes`: the `run_indexer`
+    processes seen within the heartbeat, writer and standby."""
     confirmations: int = settings.BOUNTY_CONFIRMATIONS
     state = SyncState.objects.filter(deployment=deployment).first() if deployment is not None else None
     heartbeat = state.last_heartbeat if state else None
@@ -49,7 +57,8 @@ def indexer_health(deployment: Deployment | None, *, now: datetime | None = None
     last = state.last_indexed_block if state else None
     lag = None if head is None else max(0, head - confirmations - (last if last is not None else -1))
     now = now or timezone.now()
-    running = heartbeat is not None and now - heartbeat <= timedelta(seconds=settings.BOUNTY_HEALTH_HEARTBEAT_SECONDS)
+    window = timedelta(seconds=settings.BOUNTY_HEALTH_HEARTBEAT_SECONDS)
+    running = heartbeat is not None and now - heartbeat <= window
     return IndexerHealth(
         enabled=bool(settings.BOUNTY_RPC_URL),
         running=running,
@@ -61,7 +70,17 @@ def indexer_health(deployment: Deployment | None, *, now: datetime | None = None
         last_heartbeat=heartbeat,
         indexes=str(index_state()),
         backfill=_backfill(state),
+        processes=_processes(deployment, now - window),
     )
+
+
+def _processes(deployment: Deployment | None, since: datetime) -> list[IndexerProcessHealth]:
+    if deployment is None:
+        return []
+    rows = IndexerProcess.objects.filter(deployment=deployment, last_seen__gte=since).values_list(
+        "name", "role", "last_seen")
+    ordered = sorted(rows, key=lambda row: (row[1] != IndexerRole.WRITER, row[0]))
+    return [IndexerProcessHealth(name=name, role=role, last_seen=seen) for name, role, seen in ordered]
 
 
 def _backfill(state: SyncState | None) -> BackfillProgress | None:

@@ -13,7 +13,7 @@ import fcntl
 import hashlib
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -36,29 +36,35 @@ def lock_key(chain_id: int, contract_address: str) -> int:
 
 @contextmanager
 def deployment_lock(chain_id: int, contract_address: str, stop: threading.Event,
-                    poll: float = 2.0) -> Iterator[None]:
-    """Holds the deployment's writer lock for the duration of the block."""
+                    poll: float = 2.0, on_wait: Callable[[], None] = lambda: None) -> Iterator[None]:
+    """Holds the deployment's writer lock for the duration of the block. While another process
+    holds it, this one tries again every `poll` seconds, calling `on_wait` each time (a standby
+    indexer announces itself there). So a standby takes over within `poll` seconds of the
+    writer's end, however it ended."""
     connection = connections["default"]
     if connection.vendor == "postgresql":
-        with _advisory_lock(connection.get_connection_params(), lock_key(chain_id, contract_address), stop, poll):
+        with _advisory_lock(connection.get_connection_params(), lock_key(chain_id, contract_address), stop, poll,
+                            on_wait):
             yield
     else:
         database = Path(str(connection.settings_dict["NAME"]))
         path = database.with_name(f"{database.name}.indexer-{chain_id}-{contract_address.lower()}.lock")
-        with _file_lock(path, stop, poll):
+        with _file_lock(path, stop, poll, on_wait):
             yield
 
 
-def _wait(stop: threading.Event, poll: float, what: str, first: list[bool]) -> None:
+def _wait(stop: threading.Event, poll: float, what: str, first: list[bool], on_wait: Callable[[], None]) -> None:
     if first[0]:
-        logger.warning("another indexer holds %s; waiting for it to stop", what)
+        logger.warning("another indexer holds %s; standing by until it stops", what)
         first[0] = False
+    on_wait()
     if stop.wait(poll):
         raise LockWaitInterrupted(f"stopped while waiting for {what}")
 
 
 @contextmanager
-def _advisory_lock(params: dict[str, Any], key: int, stop: threading.Event, poll: float) -> Iterator[None]:
+def _advisory_lock(params: dict[str, Any], key: int, stop: threading.Event, poll: float,
+                   on_wait: Callable[[], None]) -> Iterator[None]:
     params = {k: v for k, v in params.items() if k not in {"cursor_factory", "context"}}
     with psycopg.connect(**params, autocommit=True) as conn:
         first = [True]
@@ -66,7 +72,7 @@ def _advisory_lock(params: dict[str, Any], key: int, stop: threading.Event, poll
             row = conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
             if row is not None and row[0]:
                 break
-            _wait(stop, poll, f"PostgreSQL advisory lock {key}", first)
+            _wait(stop, poll, f"PostgreSQL advisory lock {key}", first, on_wait)
         try:
             yield
         finally:
@@ -74,7 +80,7 @@ def _advisory_lock(params: dict[str, Any], key: int, stop: threading.Event, poll
 
 
 @contextmanager
-def _file_lock(path: Path, stop: threading.Event, poll: float) -> Iterator[None]:
+def _file_lock(path: Path, stop: threading.Event, poll: float, on_wait: Callable[[], None]) -> Iterator[None]:
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a") as handle:
         first = [True]
@@ -83,7 +89,7 @@ def _file_lock(path: Path, stop: threading.Event, poll: float) -> Iterator[None]
                 fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
                 break
             except BlockingIOError:
-                _wait(stop, poll, f"lock file {path}", first)
+                _wait(stop, poll, f"lock file {path}", first, on_wait)
         try:
             yield
         finally:

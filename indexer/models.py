@@ -10,6 +10,8 @@ crash:
   so a log is never applied twice; `undo` holds what rolling the log back must restore.
 - `ChangeLogEntry`: the ordered change log per deployment that the websocket serves (entries
   older than the retention go with `manage.py prune_changelog`: indexer.changelog).
+- `IndexerProcess`: each running `run_indexer` process of a deployment, the writer and those
+  standing by for its lock, as `/health` lists them (written outside the batches).
 
 The ledger tables (`AppliedLog`, `ChangeLogEntry`, `IndexedBlock`) grow by one row per log,
 change or block, so their writes are kept lean: their deployment is not checked by a database
@@ -92,6 +94,33 @@ class SyncState(models.Model):
 
     def __str__(self) -> str:
         return f"sync state of {self.deployment}"
+
+
+class IndexerRole(models.TextChoices):
+    WRITER = "writer"  # holds the deployment's writer lock (indexer.locks)
+    STANDBY = "standby"  # waits for the lock, to take over when the writer stops
+
+
+class IndexerProcess(models.Model):
+    """A `run_indexer` process of the deployment, seen at `last_seen` in `role`.
+
+    Each process announces itself every few seconds and deletes its row when it stops; a killed
+    one's row stays until its `last_seen` is older than the health heartbeat (then `/health`
+    leaves it out) and is deleted by the next process to start."""
+
+    deployment = models.ForeignKey(Deployment, on_delete=models.CASCADE, related_name="indexer_processes")
+    name = models.CharField(max_length=300, help_text="host name and process ID")
+    role = models.CharField(max_length=16, choices=IndexerRole.choices)
+    started_at = models.DateTimeField()
+    last_seen = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["deployment", "name"], name="indexer_process_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.role} indexer {self.name}"
 
 
 class IndexedBlock(models.Model):

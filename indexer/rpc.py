@@ -5,6 +5,11 @@ HTTP 429 and 5xx, bodies that are not JSON (truncated), and JSON-RPC errors that
 limit" or "try again". Deterministic (raised at once, `RpcError`): any other JSON-RPC error or
 HTTP status. A getLogs range the node refuses raises `RangeTooLarge`, carrying the span or
 the end block the node's message allows, where it names one.
+
+Every call and every failure is tallied (`RpcTally`) for the indexer's metrics. A stop request
+(`stop`, set by SIGTERM) ends a wait between retries at once, and ends a wait for an answer
+through `interrupt_wait`, which the signal handler calls: a blocking socket read resumes after a
+signal (PEP 475), so only an exception raised by the handler ends it.
 """
 
 from __future__ import annotations
@@ -13,9 +18,10 @@ import json
 import logging
 import random
 import re
-import time
+import threading
+from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
@@ -24,8 +30,14 @@ import orjson
 logger = logging.getLogger(__name__)
 
 
+# The kinds of failure the metrics count (bounty_indexer_rpc_errors_total{kind}).
+ERROR_KINDS = ("timeout", "rate_limited", "server_error", "range_limit", "other")
+
+
 class RpcError(Exception):
     """A deterministic failure: retrying the same request would fail the same way."""
+
+    kind = "other"
 
     def __init__(self, message: str, *, code: int | None = None, data: Any = None) -> None:
         super().__init__(message)
@@ -36,18 +48,69 @@ class RpcError(Exception):
 class TransientRpcError(Exception):
     """A failure that may pass on retry (network, overload, a truncated answer)."""
 
-    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+    def __init__(self, message: str, *, retry_after: float | None = None, kind: str = "other") -> None:
         super().__init__(message)
         self.retry_after = retry_after
+        self.kind = kind
 
 
 class RangeTooLarge(RpcError):
     """The node refused a getLogs range: too many blocks or too many results."""
 
+    kind = "range_limit"
+
     def __init__(self, message: str, *, max_span: int | None, suggested_to: int | None, **kwargs: Any) -> None:
         super().__init__(message, **kwargs)
         self.max_span = max_span
         self.suggested_to = suggested_to
+
+
+class Stopped(Exception):
+    """The indexer was asked to stop while it waited for the node (for an answer or to retry)."""
+
+
+_answer_awaited = False  # the main thread waits for the node's answer (see interrupt_wait)
+
+
+def interrupt_wait() -> None:
+    """For the SIGTERM handler: raises Stopped if the main thread is waiting for the node's
+    answer, ending the wait at once instead of at the request's timeout."""
+    if _answer_awaited:
+        raise Stopped("stopped while waiting for the node's answer")
+
+
+@dataclass
+class RpcCounts:
+    """JSON-RPC calls by method and failures by kind (bounty_indexer_rpc_requests_total and
+    bounty_indexer_rpc_errors_total)."""
+
+    calls: Counter[str] = field(default_factory=Counter)
+    errors: Counter[str] = field(default_factory=Counter)
+
+
+class RpcTally:
+    """What a client has done since the last `take`, counted from any thread.
+
+    A reader process tallies its own and hands the counts over with each batch, so that the
+    metrics of the indexer process count every call, whichever process made it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts = RpcCounts()
+
+    def calls(self, methods: Sequence[str]) -> None:
+        with self._lock:
+            self._counts.calls.update(methods)
+
+    def error(self, kind: str) -> None:
+        with self._lock:
+            self._counts.errors[kind] += 1
+
+    def take(self) -> RpcCounts:
+        """The counts so far; the tally starts again from zero."""
+        with self._lock:
+            taken, self._counts = self._counts, RpcCounts()
+        return taken
 
 
 class RetriesExhausted(RpcError):
@@ -94,7 +157,10 @@ def classify_error(error: dict[str, Any]) -> Exception:
             max_span = _number(match.group(1)) * (1000 if match.group(2) else 1)
         return RangeTooLarge(message, max_span=max_span, suggested_to=suggested_to, code=code, data=data)
     if code == 429 or _TRANSIENT_HINTS.search(message):
-        return TransientRpcError(f"JSON-RPC error {code}: {message}")
+        limited = code == 429 or re.search(r"rate limit|too many requests", message, re.IGNORECASE)
+        timeout = re.search(r"timeout|timed out", message, re.IGNORECASE)
+        kind = "rate_limited" if limited else "timeout" if timeout else "server_error"
+        return TransientRpcError(f"JSON-RPC error {code}: {message}", kind=kind)
     return RpcError(f"JSON-RPC error {code}: {message}", code=code, data=data)
 
 
@@ -125,7 +191,10 @@ def _json_rpc_error(response: httpx.Response) -> dict[str, Any] | None:
 
 
 class RpcClient:
-    """JSON-RPC over HTTP(S), single calls and batches, retrying transient failures."""
+    """JSON-RPC over HTTP(S), single calls and batches, retrying transient failures.
+
+    `timeout` bounds each request (BOUNTY_RPC_TIMEOUT_SECONDS). Once `stop` is set, a wait
+    between retries ends at once and no further request is sent: both raise Stopped."""
 
     def __init__(
         self,
@@ -133,21 +202,31 @@ class RpcClient:
         *,
         timeout: float = 20.0,
         backoff: Backoff | None = None,
-        sleep: Callable[[float], None] = time.sleep,
+        sleep: Callable[[float], None] | None = None,
+        stop: threading.Event | None = None,
     ) -> None:
         self.url = url
         self.timeout = timeout
         self.backoff = backoff or Backoff()
-        self._sleep = sleep
+        self.stop = stop or threading.Event()
+        self._given_sleep = sleep
         self._http = httpx.Client(timeout=httpx.Timeout(timeout), headers={"Content-Type": "application/json"})
         self._next_id = 1
+        self.tally = RpcTally()
 
     def close(self) -> None:
         self._http.close()
 
     def fresh(self) -> RpcClient:
         """A client with the same settings and connections of its own (for another process)."""
-        return RpcClient(self.url, timeout=self.timeout, backoff=self.backoff, sleep=self._sleep)
+        return RpcClient(self.url, timeout=self.timeout, backoff=self.backoff, sleep=self._given_sleep,
+                         stop=self.stop)
+
+    def _sleep(self, seconds: float) -> None:
+        if self._given_sleep is not None:
+            self._given_sleep(seconds)
+        if self.stop.wait(0 if self._given_sleep is not None else seconds):
+            raise Stopped("stopped while waiting to retry a request to the node")
 
     def call(self, method: str, params: Sequence[Any]) -> Any:
         """One JSON-RPC call; its result, or the classified exception."""
@@ -163,7 +242,10 @@ class RpcClient:
         while True:
             try:
                 return self._send(calls)
-            except TransientRpcError as exc:
+            except (TransientRpcError, RpcError) as exc:
+                self.tally.error(exc.kind)
+                if isinstance(exc, RpcError):
+                    raise
                 if attempt + 1 >= self.backoff.attempts:
                     raise RetriesExhausted(f"{exc} (gave up after {attempt + 1} attempts)") from exc
                 delay = self.backoff.delay(attempt, exc.retry_after)
@@ -171,6 +253,18 @@ class RpcClient:
                                calls[0][0], exc, attempt + 1, delay)
                 self._sleep(delay)
                 attempt += 1
+
+    def _post(self, content: bytes) -> httpx.Response:
+        if threading.current_thread() is not threading.main_thread():  # signals reach the main thread only
+            return self._http.post(self.url, content=content)
+        global _answer_awaited
+        try:
+            _answer_awaited = True
+            if self.stop.is_set():  # set just before the flag was
+                raise Stopped("stopped before a request to the node")
+            return self._http.post(self.url, content=content)
+        finally:
+            _answer_awaited = False
 
     @staticmethod
     def _parse(response: httpx.Response) -> Any:
@@ -186,6 +280,9 @@ class RpcClient:
             raise TransientRpcError(f"response is not JSON ({len(response.content)} bytes)") from exc
 
     def _send(self, calls: Sequence[tuple[str, Sequence[Any]]]) -> list[Any]:
+        if self.stop.is_set():
+            raise Stopped("stopped before a request to the node")
+        self.tally.calls([method for method, _ in calls])
         first_id = self._next_id
         self._next_id += len(calls)
         payload = [
@@ -194,9 +291,9 @@ class RpcClient:
         ]
         body = payload[0] if len(payload) == 1 else payload
         try:
-            response = self._http.post(self.url, content=orjson.dumps(body))
+            response = self._post(orjson.dumps(body))
         except httpx.TimeoutException as exc:
-            raise TransientRpcError(f"timeout: {exc!r}") from exc
+            raise TransientRpcError(f"timeout: {exc!r}", kind="timeout") from exc
         except httpx.TransportError as exc:
             raise TransientRpcError(f"connection failed: {exc!r}") from exc
         if response.status_code == 429 or response.status_code >= 500:
@@ -204,6 +301,7 @@ class RpcClient:
             raise TransientRpcError(
                 f"HTTP {response.status_code}",
                 retry_after=float(retry_after) if retry_after and retry_after.isdigit() else None,
+                kind="rate_limited" if response.status_code == 429 else "server_error",
             )
         if response.status_code != 200:
             # Providers send JSON-RPC errors with 4xx statuses too (Alchemy's range refusals

@@ -19,11 +19,13 @@ import multiprocessing
 import os
 import pickle
 import queue
+import socket
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any, Generic, Protocol, TypeVar
 
 from django.conf import settings
@@ -35,9 +37,19 @@ from eth_utils.crypto import keccak
 from indexer import indexes
 from indexer.bulk import RowStream, batch_session, convert_rows, insert_rows
 from indexer.events import RECORD_EVENT_TOPICS, RecordEvent, UndecodableLog, decode_log
-from indexer.locks import deployment_lock
-from indexer.models import AppliedLog, ChangeLogEntry, IndexedBlock, IndexStateChoice, MessageType, SyncState
-from indexer.rpc import RangeTooLarge, RpcClient, RpcError
+from indexer.locks import LockWaitInterrupted, deployment_lock
+from indexer.metrics import IndexerMetrics
+from indexer.models import (
+    AppliedLog,
+    ChangeLogEntry,
+    IndexedBlock,
+    IndexerProcess,
+    IndexerRole,
+    IndexStateChoice,
+    MessageType,
+    SyncState,
+)
+from indexer.rpc import RangeTooLarge, RpcClient, RpcCounts, RpcError, Stopped
 from indexer.transitions import Message, RecordStore, Writes, apply_event, chain_time, undo_entries
 from records.live import notify_changes
 from records.models import Deployment
@@ -60,6 +72,8 @@ INITIAL_SPAN = 16
 BUILD_RETRY_SECONDS = 60  # after a failed index build
 RECORD_MEMORY = 200_000  # records a catch-up keeps in memory between batches (about 2 KB each)
 _RELEASED = 2**62  # `committed` once the writing process stops: past any block
+STOP_PATIENCE = 0.5  # seconds a stopping indexer waits for its reader to end before killing it
+ANNOUNCE_SECONDS = 5.0  # how often a process records itself in IndexerProcess (for /health)
 
 
 class IndexerError(RuntimeError):
@@ -88,6 +102,7 @@ class IndexerConfig:
     kept_blocks: int = 1_024
     batch_logs: int = 4_000  # about this many logs per getLogs range and per committed batch
     read_ahead: int = 3  # batches read and decoded ahead of the one being committed
+    rpc_timeout: float = 20.0  # seconds for each request to the node
 
     @classmethod
     def from_settings(cls) -> IndexerConfig:
@@ -110,6 +125,7 @@ class IndexerConfig:
             poll_interval=settings.BOUNTY_INDEXER_POLL_SECONDS,
             initial_span=min(INITIAL_SPAN, settings.BOUNTY_GETLOGS_MAX_BLOCKS),
             max_span=settings.BOUNTY_GETLOGS_MAX_BLOCKS,
+            rpc_timeout=settings.BOUNTY_RPC_TIMEOUT_SECONDS,
         )
 
 
@@ -125,6 +141,7 @@ class Batch:
     events: list[RecordEvent]
     headers: dict[int, dict[str, Any]]
     parent_hash: str | None  # the hash of block start - 1 when this was read (None: before the start block)
+    rpc: RpcCounts = field(default_factory=RpcCounts)  # the calls made to read it, for the metrics
 
     @property
     def final(self) -> bool:
@@ -205,8 +222,10 @@ class Indexer:
     def __init__(self, config: IndexerConfig, rpc: RpcClient | None = None,
                  stop: threading.Event | None = None) -> None:
         self.config = config
-        self.rpc = rpc or RpcClient(config.rpc_url)
         self.stop = stop or threading.Event()
+        self.rpc = rpc or RpcClient(config.rpc_url, timeout=config.rpc_timeout, stop=self.stop)
+        self.metrics = IndexerMetrics(config.chain_id, config.contract_address)
+        self.name = f"{socket.gethostname()}:{os.getpid()}"  # as /health lists the deployment's indexers
         self.fetcher = LogFetcher(self.rpc, config.contract_address, span=config.initial_span,
                                   max_span=config.max_span, target_logs=config.batch_logs)
         self.deployment: Deployment | None = None
@@ -214,6 +233,9 @@ class Indexer:
         self.next_build = 0.0  # monotonic time from which a deferred index build may start
         self._pid = os.getpid()
         self._next_sizes: Iterator[int] = itertools.repeat(config.batch_logs)  # the next batches of `read`
+        self._head_time: datetime | None = None  # of the head block last seen, for the lag in seconds
+        self._role: IndexerRole | None = None  # as last announced
+        self._next_announce = 0.0
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -245,27 +267,64 @@ class Indexer:
         return deployment
 
     def run(self) -> None:
-        """Backfills, then follows the head until `stop` is set."""
-        self.check_node()
-        self.ensure_deployment()
-        with deployment_lock(self.config.chain_id, self.config.contract_address, self.stop):
-            logger.info("indexing chain %d contract %s from block %d with %d confirmations",
-                        self.config.chain_id, self.config.contract_address, self.config.start_block,
-                        self.config.confirmations)
-            self.prepare()
-            builder: threading.Thread | None = None
-            try:
-                while not self.stop.is_set():
-                    if self.catch_up():
-                        continue
-                    idle = builder is None or not builder.is_alive()
-                    if idle and time.monotonic() >= self.next_build and self.indexes_to_build():
-                        builder = self._start_index_build()
-                    self.stop.wait(self.config.poll_interval)
-            finally:
-                if builder is not None:
-                    builder.join()
+        """Backfills, then follows the head until `stop` is set. Another process holding the
+        deployment's writer lock makes this one stand by until the lock is free."""
+        try:
+            self.check_node()
+            self.ensure_deployment()
+            self.metrics.is_writer.set(0)
+            self.announce(IndexerRole.STANDBY)
+            with deployment_lock(self.config.chain_id, self.config.contract_address, self.stop,
+                                 poll=min(2.0, self.config.poll_interval),
+                                 on_wait=lambda: self.announce(IndexerRole.STANDBY)):
+                self.metrics.is_writer.set(1)
+                self.announce(IndexerRole.WRITER)
+                logger.info("indexing chain %d contract %s from block %d with %d confirmations",
+                            self.config.chain_id, self.config.contract_address, self.config.start_block,
+                            self.config.confirmations)
+                try:
+                    self._follow()
+                finally:
+                    self.metrics.is_writer.set(0)
+        except (Stopped, LockWaitInterrupted) as stopped:
+            logger.info("%s", stopped)
+        finally:
+            if self.deployment is not None:
+                with contextlib.suppress(DatabaseError):
+                    IndexerProcess.objects.filter(deployment=self.deployment, name=self.name).delete()
         logger.info("indexer stopped")
+
+    def _follow(self) -> None:
+        self.prepare()
+        builder: threading.Thread | None = None
+        try:
+            while not self.stop.is_set():
+                if self.catch_up():
+                    continue
+                idle = builder is None or not builder.is_alive()
+                if idle and time.monotonic() >= self.next_build and self.indexes_to_build():
+                    builder = self._start_index_build()
+                self.stop.wait(self.config.poll_interval)
+        finally:
+            if builder is not None:
+                builder.join()
+
+    def announce(self, role: IndexerRole) -> None:
+        """Records this process and its role for /health: at once on a change of role, then
+        every ANNOUNCE_SECONDS at most. The first time, rows of processes not seen for longer
+        than the health heartbeat go (a killed process leaves its row)."""
+        now = time.monotonic()
+        if role == self._role and now < self._next_announce:
+            return
+        deployment = self.deployment or self.ensure_deployment()
+        seen = timezone.now()
+        if self._role is None:
+            stale = seen - timedelta(seconds=settings.BOUNTY_HEALTH_HEARTBEAT_SECONDS)
+            IndexerProcess.objects.filter(deployment=deployment, last_seen__lt=stale).delete()
+        IndexerProcess.objects.update_or_create(deployment=deployment, name=self.name,
+                                                defaults={"role": role, "last_seen": seen},
+                                                create_defaults={"role": role, "last_seen": seen, "started_at": seen})
+        self._role, self._next_announce = role, now + ANNOUNCE_SECONDS
 
     # ------------------------------------------------------------------ bulk backfills
 
@@ -355,7 +414,7 @@ class Indexer:
         """Indexes up to the safe head, reading ahead while it writes (or undoes a reorg); False
         when there was nothing to do."""
         deployment = self.deployment or self.ensure_deployment()
-        head = int(self.rpc.call("eth_blockNumber", []), 16)
+        head = self._head()
         safe = head - self.config.confirmations
         state = SyncState.objects.get(deployment=deployment)
         if self._undo_reorg(deployment, state):
@@ -380,6 +439,7 @@ class Indexer:
                         raise ChainChanged(f"block {batch.start - 1} changed while blocks after it were read")
                     self._commit(deployment, batch, memory)
                     parent = batch.headers[batch.to]["hash"]
+                    self.announce(IndexerRole.WRITER)
                     if memory.size() > RECORD_MEMORY:
                         memory.clear()
                     if n % 64 == 0:
@@ -419,6 +479,7 @@ class Indexer:
                         else:
                             writer.submit(prepared)
                         parent = batch.headers[batch.to]["hash"]
+                        self.announce(IndexerRole.WRITER)
                         if n % 64 == 0:
                             gc.collect(1)
                 finally:
@@ -448,7 +509,7 @@ class Indexer:
     def step(self) -> bool:
         """Indexes one getLogs range (or undoes a reorg); False when caught up with the safe head."""
         deployment = self.deployment or self.ensure_deployment()
-        head = int(self.rpc.call("eth_blockNumber", []), 16)
+        head = self._head()
         safe = head - self.config.confirmations
         state = SyncState.objects.get(deployment=deployment)
         if self._undo_reorg(deployment, state):
@@ -471,9 +532,25 @@ class Indexer:
             self.rpc = self.fetcher.rpc = self.rpc.fresh()
             _database_connections_of_our_own()
 
+    def _head(self) -> int:
+        """The chain head's number (its time kept for the metrics)."""
+        header = self.rpc.call("eth_getBlockByNumber", ["latest", False])
+        if not isinstance(header, dict) or "number" not in header:
+            raise IndexerError(f"the node answered {header!r} for its latest block")
+        self._head_time = chain_time(int(header["timestamp"], 16))
+        self.metrics.rpc(self.rpc.tally.take())
+        return int(header["number"], 16)
+
     def _caught_up(self, state: SyncState, head: int) -> None:
         SyncState.objects.filter(pk=state.pk).update(head_block=head, last_heartbeat=timezone.now())
         self.progress = None
+        self.announce(IndexerRole.WRITER)
+        last = state.last_indexed_block
+        last_time = IndexedBlock.objects.filter(deployment_id=state.deployment_id, number=last).values_list(
+            "timestamp", flat=True).first() if last is not None else None
+        self.metrics.position(last=last, head=head, confirmations=self.config.confirmations,
+                              last_time=last_time, head_time=self._head_time)
+        self.metrics.rpc(self.rpc.tally.take())
 
     def _tip_hash(self, deployment: Deployment, last: int) -> str | None:
         if last < self.config.start_block:
@@ -494,7 +571,8 @@ class Indexer:
             if headers is None or any(headers[e.log.block_number]["hash"] != e.log.block_hash for e in events):
                 raise ChainChanged(f"blocks {first}-{last} changed while being read (a reorganisation)")
             parent = headers.pop(parent_number)["hash"] if parent_number is not None else None
-            yield Batch(first, last, head, safe, events, {n: headers[n] for n in sorted(numbers)}, parent)
+            yield Batch(first, last, head, safe, events, {n: headers[n] for n in sorted(numbers)}, parent,
+                        self.rpc.tally.take())
 
     def _relevant(self, raw_logs: list[dict[str, Any]]) -> list[tuple[int, dict[str, Any]]]:
         """(block number, log) of the contract's logs that are not removed, in block order; a
@@ -536,22 +614,37 @@ class Indexer:
                 headers[number] = header
         return headers
 
-    @transaction.atomic
     def _commit(self, deployment: Deployment, batch: Batch, memory: RecordMemory | None = None) -> None:
         """Applies and writes one batch with the progress it makes, in one transaction. `memory`
         holds the records written by the batches before (of this catch-up), as they are in the
         database, so that they need not be read back; it is dropped with the catch-up on an error."""
-        locked = self._lock(deployment, batch)
-        self._write(deployment, locked, self._prepare(deployment, batch, memory or RecordMemory(), locked))
+        started = time.perf_counter()
+        with transaction.atomic():
+            locked = self._lock(deployment, batch)
+            prepared = self._prepare(deployment, batch, memory or RecordMemory(), locked)
+            self._write(deployment, locked, prepared)
+        self._committed(prepared, time.perf_counter() - started)
 
-    @transaction.atomic
     def _commit_prepared(self, deployment: Deployment, prepared: Prepared) -> None:
         """Writes a batch `_prepare` applied ahead, with its progress, in one transaction (a
         BatchWriter's thread)."""
-        locked = self._lock(deployment, prepared.batch)
-        if (locked.last_seq, locked.bulk_from_block) != (prepared.last_seq, prepared.bulk_from_block):
-            raise IndexerError("the sync state moved under this indexer: is another writer running without the lock?")
-        self._write(deployment, locked, prepared)
+        started = time.perf_counter()
+        with transaction.atomic():
+            locked = self._lock(deployment, prepared.batch)
+            if (locked.last_seq, locked.bulk_from_block) != (prepared.last_seq, prepared.bulk_from_block):
+                raise IndexerError("the sync state moved under this indexer: is another writer running without "
+                                   "the lock?")
+            self._write(deployment, locked, prepared)
+        self._committed(prepared, time.perf_counter() - started)
+
+    def _committed(self, prepared: Prepared, seconds: float) -> None:
+        """The metrics of a committed batch."""
+        batch = prepared.batch
+        self.metrics.batch_seconds.observe(seconds)
+        self.metrics.events_applied(prepared.events_by_type)
+        self.metrics.rpc(batch.rpc)
+        self.metrics.position(last=batch.to, head=batch.head, confirmations=self.config.confirmations,
+                              last_time=prepared.times.get(batch.to), head_time=self._head_time)
 
     def _lock(self, deployment: Deployment, batch: Batch) -> SyncState:
         locked = SyncState.objects.select_for_update().get(deployment=deployment)
@@ -578,7 +671,7 @@ class Indexer:
             ledger.append((deployment.pk, log.block_number, log.block_hash, log.tx_hash, log.log_index,
                            type(event).__name__, undo))
         return Prepared(batch, store, store.render(), ledger, times, state.last_seq, state.bulk_from_block,
-                        len(batch.events))
+                        len(batch.events), Counter(row[5] for row in ledger))
 
     def _write(self, deployment: Deployment, locked: SyncState, prepared: Prepared) -> None:
         batch, store = prepared.batch, prepared.store
@@ -669,6 +762,7 @@ class Indexer:
         state.last_seq += len(messages)
         state.last_indexed_block = ancestor if ancestor >= self.config.start_block else None
         state.save()
+        transaction.on_commit(lambda: self.metrics.reorganised(tip - ancestor))
         logger.warning("reorganisation: rolled back blocks %d-%d (%d logs, %d records corrected); "
                        "indexing the new branch", ancestor + 1, tip, len(orphaned), len(messages))
 
@@ -705,6 +799,7 @@ class Prepared:
     last_seq: int  # the sync state it was applied against
     bulk_from_block: int | None
     applied: int = 0  # events
+    events_by_type: Counter[str] = field(default_factory=Counter)
 
     @property
     def to(self) -> int:
@@ -902,10 +997,15 @@ class ReadAhead(Generic[_Item]):
 
     def __exit__(self, *exc_info: object) -> None:
         self._closed.set()  # a reader waiting to put sees it within its timeout
+        stopping = self._stop.is_set()
         if not self._in_process:
-            self._worker.join()
+            # A daemon thread: when the indexer stops, one still waiting for the node's answer is
+            # left to end with the process.
+            self._worker.join(STOP_PATIENCE if stopping else None)
             return
-        deadline = time.monotonic() + 30
+        if stopping and self._worker.is_alive():  # it stops as this one does (run_indexer's handler)
+            self._worker.terminate()
+        deadline = time.monotonic() + (STOP_PATIENCE if stopping else 30)
         while self._worker.is_alive() and time.monotonic() < deadline:
             if self._receiver.poll(0.05):  # unblocks a reader in the middle of sending
                 with contextlib.suppress(EOFError, OSError):
@@ -923,10 +1023,16 @@ class ReadAhead(Generic[_Item]):
         try:
             self._on_start()
             while start <= self._safe and not self._closed.is_set() and not self._stop.is_set():
-                for batch in self._read(start):
-                    if not self._put(batch):
-                        return
-                    start = batch.to + 1
+                batches = self._read(start)
+                try:
+                    for batch in batches:
+                        if not self._put(batch):
+                            return
+                        start = batch.to + 1
+                finally:  # a reader of its own (a bulk backfill's preparer) ends before this process
+                    close = getattr(batches, "close", None)
+                    if close is not None:
+                        close()
         except BaseException as exc:  # raised in the caller
             self._put(exc)
             return
@@ -953,8 +1059,15 @@ class ReadAhead(Generic[_Item]):
     # ---------------------------------------------------------------- the caller's side
 
     def _get(self) -> _Item | BaseException | None:
+        if self._stop.is_set():  # the batches still on their way are not committed
+            return None
         if not self._in_process:
-            return self._queue.get()
+            while True:
+                try:
+                    return self._queue.get(timeout=0.1)
+                except queue.Empty:
+                    if self._stop.is_set():
+                        return None
         while not self._receiver.poll(0.1):
             if self._stop.is_set():
                 return None

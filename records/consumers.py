@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -18,9 +19,11 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 
 from bountysite import daphne_frames
 from records import live
+from records.metrics import WS_CLOSES, WS_OPEN
 from records.ws_limits import INTERNAL_ERROR, POLICY_VIOLATION, ConnectionSlot, MessageBudget, scope_client_address
 
 logger = logging.getLogger(__name__)
+access_log = logging.getLogger("records.access")
 
 
 class EventsConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]
@@ -29,10 +32,14 @@ class EventsConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         self.stream: asyncio.Task[None] | None = None
-        self.slot = ConnectionSlot(scope_client_address(scope))
+        self.client = scope_client_address(scope)
+        self.slot = ConnectionSlot(self.client)
+        self.opened = time.perf_counter()
+        WS_OPEN.inc()
         try:
             await super().__call__(scope, receive, send)
         finally:  # also when daphne cancels the application at shutdown, without a disconnect
+            WS_OPEN.dec()
             if self.stream is not None:
                 self.stream.cancel()
             await self.slot.release()
@@ -54,6 +61,12 @@ class EventsConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]
             await self._close_for_policy()
 
     async def disconnect(self, code: int) -> None:
+        WS_CLOSES.labels(str(code)).inc()
+        duration_ms = round((time.perf_counter() - self.opened) * 1000, 2)
+        path = self.scope.get("path", "")
+        access_log.info("WS %s closed %s after %.2f ms", path, code, duration_ms,
+                        extra={"method": "WS", "path": path, "route": "/ws/events", "status": code,
+                               "duration_ms": duration_ms, "client": self.client})
         if self.stream is not None:
             self.stream.cancel()
             with contextlib.suppress(asyncio.CancelledError):

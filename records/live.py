@@ -45,6 +45,7 @@ from django.db import connection
 from django.db.models import Min
 
 from indexer.models import ChangeLogEntry, SyncState
+from records.metrics import WS_MESSAGES, WS_SLOWEST_QUEUE
 from records.models import Deployment
 from records.representation import JsonRecord
 from records.selectors import (
@@ -240,7 +241,9 @@ class SnapshotReader:
 
     def next_chunk(self) -> bytes:
         """The frames of the next SNAPSHOT_CHUNK messages; empty at the end."""
-        return b"".join(itertools.islice(self._messages, SNAPSHOT_CHUNK))
+        frames = list(itertools.islice(self._messages, SNAPSHOT_CHUNK))
+        WS_MESSAGES.inc(len(frames))
+        return b"".join(frames)
 
     def close(self) -> None:
         try:
@@ -324,6 +327,13 @@ class Outbox:
                 self._count += len(frames)
             self._ready.set()
         self.next_seq = first_seq + max(skip, 0) + len(frames)
+        if not self.overflowed:
+            WS_MESSAGES.inc(len(frames))
+
+    @property
+    def queued(self) -> int:
+        """Messages waiting for the client's sender."""
+        return self._count
 
     def fail(self, error: Exception) -> None:
         """Ends the client's stream: `get` raises `error` from now on."""
@@ -389,6 +399,7 @@ class LiveFeed:
             if not rows:  # seqs up to `last` were there when the feed read them
                 raise ChangesGone(outbox.next_seq)
             await send(b"".join(frame for _, frame in rows))
+            WS_MESSAGES.inc(len(rows))
             if rows.resync:
                 raise Resync
             outbox.next_seq = rows[-1][0] + 1
@@ -477,6 +488,8 @@ class LiveFeed:
 
 
 feed = LiveFeed()
+# Read by /metrics on another thread: list() copies the set without letting the event loop in.
+WS_SLOWEST_QUEUE.set_function(lambda: max((outbox.queued for outbox in list(feed.subscribers)), default=0))
 
 
 def notify_changes() -> None:

@@ -1,6 +1,6 @@
 """HTTP rate limiting: a fixed window per client, counted in the shared cache.
 
-Every route but `/health` counts, unknown routes included. Each counted response carries
+Every route but `/health` and `/metrics` counts, unknown routes included. Each counted response carries
 X-RateLimit-Limit, X-RateLimit-Remaining and X-RateLimit-Reset (Unix time when the window
 ends); over the limit the answer is 429 with Retry-After. The client is the peer address; the
 X-Forwarded-For chain is believed only as far as it runs through configured trusted proxies.
@@ -21,7 +21,7 @@ from django.http import HttpRequest, HttpResponseBase
 from bountysite.cache import RedisCache
 from records.api.errors import error_response
 
-EXEMPT_PATHS = frozenset({"/health"})
+EXEMPT_PATHS = frozenset({"/health", "/metrics"})
 
 
 def _trusted(address: str) -> bool:

@@ -130,6 +130,13 @@ class HealthBackfill(serializers.Serializer[Any]):
     percent = serializers.FloatField()
 
 
+class HealthIndexerProcess(serializers.Serializer[Any]):
+    name = serializers.CharField(help_text="host name and process ID")
+    role = serializers.ChoiceField(choices=["writer", "standby"],
+                                   help_text="writer: holds the deployment's writer lock; standby: waits for it")
+    last_seen = serializers.DateTimeField()
+
+
 class HealthIndexer(serializers.Serializer[Any]):
     enabled = serializers.BooleanField(help_text="an RPC URL is configured")
     running = serializers.BooleanField(help_text="the indexer's heartbeat is recent")
@@ -144,6 +151,8 @@ class HealthIndexer(serializers.Serializer[Any]):
         help_text="the search and sort indexes: deferred while a bulk backfill runs (answers stay correct, only "
                   "slower), then building, then ready")
     backfill = HealthBackfill(allow_null=True, help_text="the backfill under way; null when caught up")
+    processes = HealthIndexerProcess(many=True, help_text="the deployment's indexer processes seen within the "
+                                     "heartbeat, the writer first")
 
 
 class Health(serializers.Serializer[Any]):

@@ -279,6 +279,8 @@ class Health(APIView):
             "indexer": {
                 **health,
                 "last_heartbeat": rfc3339(health["last_heartbeat"]) if health["last_heartbeat"] else None,
+                "processes": [{**process, "last_seen": rfc3339(process["last_seen"])}
+                              for process in health["processes"]],
             },
         }
         response = Response(body)

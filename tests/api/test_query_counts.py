@@ -18,7 +18,7 @@ from tests.factories import ACTIVE_CONTRACT, bump_version
 # page that is not full is its own total), the qualified or active deployment (Q), the record or an
 # overview's parts (O).
 COUNTS: list[tuple[str, int, int, int | None]] = [
-    ("/health", 4, 4, None),                 # SELECT 1, Q, its sync state, index state; no tag
+    ("/health", 5, 5, None),                 # SELECT 1, Q, its sync state, index state, processes; no tag
     ("/bounties", 3, 3, 1),                               # V I R: streamed, never cached | V
     ("/bounties?limit=2", 5, 1, 1),                       # V I R T T | V
     ("/bounties?q=&sort=submissions", 3, 1, 1),         # V I R: a short page is its own total

@@ -9,7 +9,7 @@ from django.test import override_settings
 from django.utils import timezone
 
 from indexer.health import indexer_health
-from indexer.models import IndexState, SyncState
+from indexer.models import IndexerProcess, IndexState, SyncState
 from tests.factories import make_deployment
 
 pytestmark = pytest.mark.django_db
@@ -26,7 +26,20 @@ def test_a_recent_heartbeat_within_the_lag_threshold_is_running_and_synced() -> 
     assert health == {
         "enabled": True, "running": True, "synced": True, "last_indexed_block": 98, "head_block": 100,
         "lag_blocks": 0, "confirmations": 2, "last_heartbeat": now, "indexes": "ready", "backfill": None,
+        "processes": [],
     }
+
+
+@override_settings(BOUNTY_HEALTH_HEARTBEAT_SECONDS=60)
+def test_the_indexer_processes_seen_within_the_heartbeat_are_listed_writer_first() -> None:
+    deployment = make_deployment()
+    now = timezone.now()
+    for name, role, age in [("a:1", "standby", 5), ("b:2", "writer", 1), ("c:3", "writer", 61), ("d:4", "standby", 0)]:
+        IndexerProcess.objects.create(deployment=deployment, name=name, role=role, started_at=now - timedelta(hours=1),
+                                      last_seen=now - timedelta(seconds=age))
+    health = indexer_health(deployment, now=now)
+    assert [(p["name"], p["role"]) for p in health["processes"]] == [("b:2", "writer"), ("a:1", "standby"),
+                                                                    ("d:4", "standby")]
 
 
 @override_settings(BOUNTY_CONFIRMATIONS=0, BOUNTY_HEALTH_MAX_LAG_BLOCKS=10)

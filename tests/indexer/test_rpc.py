@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ from indexer.rpc import (
     RetriesExhausted,
     RpcClient,
     RpcError,
+    Stopped,
     TransientRpcError,
     classify_error,
 )
@@ -403,3 +405,40 @@ def test_a_single_block_the_node_refuses_stops_the_fetcher() -> None:
     with fetcher(node, span=4) as logs, pytest.raises(IndexerError, match="even for the single block 42"):
         logs.fetch(42, 100)
     assert node.spans == [4, 2, 1]
+
+
+def test_every_call_and_every_failure_is_tallied_by_method_and_kind() -> None:
+    script = Script(
+        Reply(status=429), Reply(status=503), Reply(delay=0.5, body=b"{}"),
+        Reply.json({"jsonrpc": "2.0", "id": 4, "error": {"code": -32000, "message": "rate limit exceeded"}}),
+        results,  # the fifth attempt succeeds
+        lambda request: answer_each(request, lambda call: {
+            "error": {"code": -32005, "message": "query returned more than 10000 results"}}),
+        lambda request: answer_each(request, lambda call: {"error": {"code": -32601, "message": "method not found"}}),
+    )
+    with local_server(script) as url:
+        rpc = RpcClient(url, timeout=0.2, backoff=Backoff(base=0.001, attempts=8), sleep=lambda _: None)
+        assert rpc.call("eth_blockNumber", []) == "eth_blockNumber"
+        with pytest.raises(RangeTooLarge):
+            rpc.call("eth_getLogs", [{}])
+        with pytest.raises(RpcError, match="method not found"):
+            rpc.batch([("eth_foo", []), ("eth_foo", [])])
+    counts = rpc.tally.take()
+    assert counts.calls == {"eth_blockNumber": 5, "eth_getLogs": 1, "eth_foo": 2}
+    assert counts.errors == {"rate_limited": 2, "server_error": 1, "timeout": 1, "range_limit": 1, "other": 1}
+    assert rpc.tally.take().calls == {}  # taken: the tally starts again
+
+
+def test_once_stopped_no_request_is_sent_and_a_retry_wait_ends_at_once() -> None:
+    script = Script(Reply(status=503))
+    with local_server(script) as url:
+        rpc = RpcClient(url, timeout=2, backoff=Backoff(base=30, cap=30, attempts=3))
+        stopper = threading.Timer(0.2, rpc.stop.set)
+        stopper.start()
+        started = time.monotonic()
+        with pytest.raises(Stopped, match="retry"):
+            rpc.call("eth_blockNumber", [])
+        assert time.monotonic() - started < 1
+        with pytest.raises(Stopped, match="before a request"):
+            rpc.call("eth_blockNumber", [])
+    assert len(script.requests) == 1

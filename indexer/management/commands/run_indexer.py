@@ -6,24 +6,33 @@ import signal
 import threading
 from typing import Any
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from indexer.locks import LockWaitInterrupted
-from indexer.rpc import RpcError
+from indexer.rpc import RpcError, interrupt_wait
 from indexer.sync import Indexer, IndexerConfig, IndexerError
 
 
 class Command(BaseCommand):
-    help = "Index the bounty contract's events from BOUNTY_START_BLOCK, then follow the chain head (SIGTERM stops)."
+    help = ("Index the bounty contract's events from BOUNTY_START_BLOCK, then follow the chain head "
+            "(SIGTERM or SIGINT stops it within a second, with exit code 0).")
 
     def handle(self, *args: Any, **options: Any) -> None:
         stop = threading.Event()
+
+        def on_signal(signum: int, frame: object) -> None:
+            # Every wait of the indexer watches `stop`, except a wait for the node's answer,
+            # which only an exception raised here ends (indexer.rpc, interrupt_wait).
+            stop.set()
+            interrupt_wait()
+
         for signum in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(signum, lambda *_: stop.set())
+            signal.signal(signum, on_signal)
         try:
             indexer = Indexer(IndexerConfig.from_settings(), stop=stop)
+            port: int | None = settings.BOUNTY_INDEXER_METRICS_PORT
+            if port is not None:  # served by a daemon thread, which ends with the process
+                indexer.metrics.serve(port, settings.BOUNTY_INDEXER_METRICS_ADDRESS)
             indexer.run()
-        except LockWaitInterrupted:
-            return
         except (IndexerError, RpcError) as exc:
             raise CommandError(str(exc)) from exc

@@ -1,0 +1,105 @@
+"""The indexer's Prometheus metrics, served by `run_indexer` on BOUNTY_INDEXER_METRICS_PORT.
+
+Every metric carries the deployment's `chain_id` and `contract` labels. The metrics live in a
+registry of the indexer's own (with the process's CPU and memory), so that a test process may
+hold several indexers. docs/operations.md (Metrics) lists them; deploy/ holds the scrape
+configuration, the alert rules and a Grafana dashboard that use these names.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Mapping
+from datetime import datetime
+from wsgiref.simple_server import WSGIServer
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client.platform_collector import PlatformCollector
+from prometheus_client.process_collector import ProcessCollector
+
+from indexer.events import EVENT_TYPES
+from indexer.rpc import ERROR_KINDS, RpcCounts
+
+logger = logging.getLogger(__name__)
+
+_DEPLOYMENT = ("chain_id", "contract")
+# Seconds to commit one batch: a live batch of a few events takes milliseconds, a backfill's
+# batch of about 4,000 events up to a second or two.
+_BATCH_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+_DEPTH_BUCKETS = (1, 2, 3, 4, 6, 8, 12, 16, 32, 64, 128, 256, 512, 1024)
+
+
+class IndexerMetrics:
+    """One deployment's indexer metrics."""
+
+    def __init__(self, chain_id: int, contract: str) -> None:
+        self.registry = CollectorRegistry()
+        ProcessCollector(registry=self.registry)
+        PlatformCollector(registry=self.registry)
+        labels = (str(chain_id), contract.lower())
+        registry = self.registry
+
+        def gauge(name: str, documentation: str) -> Gauge:
+            return Gauge(name, documentation, _DEPLOYMENT, registry=registry).labels(*labels)
+
+        self.last_indexed_block = gauge("bounty_indexer_last_indexed_block",
+                                        "The newest block whose record events are all applied.")
+        self.head_block = gauge("bounty_indexer_head_block", "The chain head the indexer last saw.")
+        self.lag_blocks = gauge("bounty_indexer_lag_blocks",
+                                "Blocks between the last indexed block and the safe head (head minus confirmations).")
+        self.lag_seconds = gauge("bounty_indexer_lag_seconds",
+                                 "Chain time between the head block and the last indexed block.")
+        self.is_writer = gauge("bounty_indexer_is_writer",
+                               "1 while this process holds the deployment's writer lock, 0 while it stands by.")
+        self.reorgs = Counter("bounty_indexer_reorgs", "Chain reorganisations undone.", _DEPLOYMENT,
+                              registry=registry).labels(*labels)
+        self.reorg_depth = Histogram("bounty_indexer_reorg_depth", "Blocks rolled back by each reorganisation.",
+                                     _DEPLOYMENT, buckets=_DEPTH_BUCKETS, registry=registry).labels(*labels)
+        self.batch_seconds = Histogram("bounty_indexer_batch_seconds",
+                                       "Seconds to write and commit one batch of record events.",
+                                       _DEPLOYMENT, buckets=_BATCH_BUCKETS, registry=registry).labels(*labels)
+        events = Counter("bounty_indexer_events_applied", "Record events applied, by event type.",
+                         (*_DEPLOYMENT, "type"), registry=registry)
+        self._events = {kind: events.labels(*labels, kind) for kind in EVENT_TYPES}
+        self._requests = Counter("bounty_indexer_rpc_requests", "JSON-RPC calls to the node, by method.",
+                                 (*_DEPLOYMENT, "method"), registry=registry)
+        errors = Counter("bounty_indexer_rpc_errors", "Failed JSON-RPC requests, by kind of failure.",
+                         (*_DEPLOYMENT, "kind"), registry=registry)
+        self._errors = {kind: errors.labels(*labels, kind) for kind in ERROR_KINDS}
+        self._labels = labels
+        self._lock = threading.Lock()  # the position is set from the writer thread too
+        self._confirmations = 0
+
+    def events_applied(self, counts: Mapping[str, int]) -> None:
+        for kind, n in counts.items():
+            self._events[kind].inc(n)
+
+    def rpc(self, counts: RpcCounts) -> None:
+        """Adds the calls and failures of a client's tally (this process's, or a reader process's)."""
+        for method, n in counts.calls.items():
+            self._requests.labels(*self._labels, method).inc(n)
+        for kind, n in counts.errors.items():
+            self._errors[kind if kind in self._errors else "other"].inc(n)
+
+    def reorganised(self, depth: int) -> None:
+        self.reorgs.inc()
+        self.reorg_depth.observe(depth)
+
+    def position(self, *, last: int | None, head: int, confirmations: int,
+                 last_time: datetime | None = None, head_time: datetime | None = None) -> None:
+        """Where the indexer stands: the last indexed block and the head (with their times when known)."""
+        with self._lock:
+            self.head_block.set(head)
+            if last is not None:
+                self.last_indexed_block.set(last)
+            self.lag_blocks.set(max(0, head - confirmations - (last if last is not None else -1)))
+            if last_time is not None and head_time is not None:
+                self.lag_seconds.set(max(0.0, (head_time - last_time).total_seconds()))
+
+    def serve(self, port: int, address: str) -> WSGIServer:
+        """Serves the metrics over HTTP on a thread of their own (Prometheus's text format)."""
+        server, _ = start_http_server(port, addr=address, registry=self.registry)
+        logger.info("metrics on http://%s:%d/metrics", address if ":" not in address else f"[{address}]",
+                    server.server_port)
+        return server

@@ -1,0 +1,83 @@
+"""The web process's Prometheus metrics and `GET /metrics` (docs/operations.md, Metrics).
+
+Each daphne process counts its own requests and websockets and serves them on its own
+`/metrics`; Prometheus scrapes every process (deploy/prometheus.yml) and the queries sum over
+them. Why not the client library's multi-process mode: daphne forks no workers, so every
+process is started on its own port by its own unit and can be scraped directly; the
+multi-process mode would need a directory shared by the processes and wiped at each restart,
+a file write per sample, and has no per-process gauges such as the open websockets.
+
+`/metrics` answers only peers in BOUNTY_METRICS_ALLOWED (loopback by default), and never a
+request that came through a proxy (it carries X-Forwarded-For or Forwarded): the service's
+figures are for its operators, not for the public (deploy/nginx.conf does not route it either).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse, HttpResponseBase
+from django.utils import timezone
+from django.views.decorators.csrf import csrf_exempt
+from prometheus_client import REGISTRY, Counter, Gauge, Histogram
+from prometheus_client.exposition import choose_encoder
+
+from indexer.models import SyncState
+from records.api.errors import error_response
+from records.selectors import active_deployment
+
+# Seconds: a cached answer takes about a millisecond, a deep page of a search a good deal more.
+_LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+HTTP_REQUESTS = Counter("bounty_http_requests", "HTTP requests answered, by route, method and status.",
+                        ("route", "method", "status"))
+HTTP_LATENCY = Histogram("bounty_http_request_duration_seconds",
+                         "Seconds from a request's arrival to its answer, by route.", ("route",),
+                         buckets=_LATENCY_BUCKETS)
+WS_OPEN = Gauge("bounty_ws_connections_open", "Websocket connections open on this process.")
+WS_MESSAGES = Counter("bounty_ws_messages_sent", "Websocket messages sent to clients (snapshot and live).")
+WS_CLOSES = Counter("bounty_ws_closes", "Websocket connections closed, by close code.", ("code",))
+WS_SLOWEST_QUEUE = Gauge("bounty_ws_slowest_send_queue",
+                         "Live messages waiting to be sent to the most backed-up websocket client.")
+HEARTBEAT_AGE = Gauge("bounty_indexer_heartbeat_age_seconds",
+                      "Seconds since the writing indexer's last heartbeat, as this web process reads it.",
+                      ("chain_id", "contract"))
+
+
+def _allowed(request: HttpRequest) -> bool:
+    if "HTTP_X_FORWARDED_FOR" in request.META or "HTTP_FORWARDED" in request.META:
+        return False
+    try:
+        peer = ipaddress.ip_address(str(request.META.get("REMOTE_ADDR", "")))
+    except ValueError:
+        return False
+    return any(peer in network for network in settings.BOUNTY_METRICS_ALLOWED)
+
+
+def _heartbeat_age() -> None:
+    deployment = active_deployment()
+    if deployment is None:
+        return
+    heartbeat = SyncState.objects.filter(deployment=deployment).values_list("last_heartbeat", flat=True).first()
+    if heartbeat is not None:
+        age = (timezone.now() - heartbeat).total_seconds()
+        HEARTBEAT_AGE.labels(str(deployment.chain_id), deployment.contract_address).set(max(0.0, age))
+
+
+@csrf_exempt  # answered 405 below, like the read API's routes, rather than with CSRF's HTML 403
+def metrics(request: HttpRequest) -> HttpResponseBase:
+    """The process's metrics in Prometheus's text format, for allowed peers only."""
+    if not _allowed(request):
+        return error_response("metrics are served only to the addresses in BOUNTY_METRICS_ALLOWED, "
+                              "and not through a proxy", 403)
+    if request.method not in ("GET", "HEAD"):
+        response = error_response(f'method "{request.method}" not allowed', 405)
+        response["Allow"] = "GET, HEAD"
+        return response
+    _heartbeat_age()
+    # The text format Prometheus asks for in Accept (OpenMetrics, or the classic 0.0.4 by default).
+    encode, content_type = choose_encoder(request.headers.get("Accept", ""))
+    response = HttpResponse(encode(REGISTRY), content_type=content_type)
+    response["Cache-Control"] = "no-store"
+    return response
