@@ -12,7 +12,7 @@
    other route cold and warm. Cold means the response cache is cold; PostgreSQL's buffers are
    warm after the first request. Per scenario: SQL queries, their time, whether a COUNT ran; then
    EXPLAIN (ANALYZE, BUFFERS) of the page / search / deep-page SQL and a profile of the hot path.
-3. Streaming through the real server (daphne, as deploy/bounty-web.service runs it, serving
+3. Streaming through the real server (daphne, as deploy/bounty-web@.service runs it, serving
    bench/api_asgi.py): the unpaged array of the second deployment's bounties, read with httpx:
    rows/s, and the server's RSS growth from /proc/<pid>/status (VmRSS before, VmHWM after).
 4. Throughput through the same daphne: requests/s of the hot page against `/__floor`, a plain

@@ -5,7 +5,7 @@
         [--redis redis://127.0.0.1:6379/12] [--poll-ms N]
 
 1. Broadcast: `--clients` websocket clients, spread over `--client-processes` processes, follow
-   a daphne process serving bountysite.asgi as deploy/bounty-web.service does. The benchmark
+   a daphne process serving bountysite.asgi as deploy/bounty-web@.service does. The benchmark
    commits `--changes` change-log entries as the indexer does (one transaction each, in a burst)
    and notifies the feeds; per change, the time from its commit to its receipt at the last
    client. p50 and p99 (target p99 < 250 ms). With `--redis` the server and the committing

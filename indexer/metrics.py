@@ -41,17 +41,19 @@ class IndexerMetrics:
         registry = self.registry
 
         def gauge(name: str, documentation: str) -> Gauge:
-            return Gauge(name, documentation, _DEPLOYMENT, registry=registry).labels(*labels)
+            return Gauge(name, documentation, _DEPLOYMENT, registry=registry)
 
-        self.last_indexed_block = gauge("bounty_indexer_last_indexed_block",
-                                        "The newest block whose record events are all applied.")
-        self.head_block = gauge("bounty_indexer_head_block", "The chain head the indexer last saw.")
-        self.lag_blocks = gauge("bounty_indexer_lag_blocks",
-                                "Blocks between the last indexed block and the safe head (head minus confirmations).")
-        self.lag_seconds = gauge("bounty_indexer_lag_seconds",
-                                 "Chain time between the head block and the last indexed block.")
+        # The position appears once this process has one (a standby has none: it indexes nothing).
+        self._last_indexed_block = gauge("bounty_indexer_last_indexed_block",
+                                         "The newest block whose record events are all applied.")
+        self._head_block = gauge("bounty_indexer_head_block", "The chain head the indexer last saw.")
+        self._lag_blocks = gauge("bounty_indexer_lag_blocks",
+                                 "Blocks between the last indexed block and the safe head (head minus confirmations).")
+        self._lag_seconds = gauge("bounty_indexer_lag_seconds",
+                                  "Chain time between the head block and the last indexed block.")
         self.is_writer = gauge("bounty_indexer_is_writer",
-                               "1 while this process holds the deployment's writer lock, 0 while it stands by.")
+                               "1 while this process holds the deployment's writer lock, 0 while it stands by.").labels(
+            *labels)
         self.reorgs = Counter("bounty_indexer_reorgs", "Chain reorganisations undone.", _DEPLOYMENT,
                               registry=registry).labels(*labels)
         self.reorg_depth = Histogram("bounty_indexer_reorg_depth", "Blocks rolled back by each reorganisation.",
@@ -69,7 +71,6 @@ class IndexerMetrics:
         self._errors = {kind: errors.labels(*labels, kind) for kind in ERROR_KINDS}
         self._labels = labels
         self._lock = threading.Lock()  # the position is set from the writer thread too
-        self._confirmations = 0
 
     def events_applied(self, counts: Mapping[str, int]) -> None:
         for kind, n in counts.items():
@@ -90,12 +91,12 @@ class IndexerMetrics:
                  last_time: datetime | None = None, head_time: datetime | None = None) -> None:
         """Where the indexer stands: the last indexed block and the head (with their times when known)."""
         with self._lock:
-            self.head_block.set(head)
+            self._head_block.labels(*self._labels).set(head)
             if last is not None:
-                self.last_indexed_block.set(last)
-            self.lag_blocks.set(max(0, head - confirmations - (last if last is not None else -1)))
+                self._last_indexed_block.labels(*self._labels).set(last)
+            self._lag_blocks.labels(*self._labels).set(max(0, head - confirmations - (last if last is not None else -1)))
             if last_time is not None and head_time is not None:
-                self.lag_seconds.set(max(0.0, (head_time - last_time).total_seconds()))
+                self._lag_seconds.labels(*self._labels).set(max(0.0, (head_time - last_time).total_seconds()))
 
     def serve(self, port: int, address: str) -> WSGIServer:
         """Serves the metrics over HTTP on a thread of their own (Prometheus's text format)."""

@@ -311,8 +311,9 @@ class Indexer:
 
     def announce(self, role: IndexerRole) -> None:
         """Records this process and its role for /health: at once on a change of role, then
-        every ANNOUNCE_SECONDS at most. The first time, rows of processes not seen for longer
-        than the health heartbeat go (a killed process leaves its row)."""
+        every ANNOUNCE_SECONDS at most. A killed process leaves its row: the first announcement
+        deletes rows not seen for longer than the health heartbeat, and taking the writer's role
+        deletes the row of the writer before (the lock is free, so it is gone)."""
         now = time.monotonic()
         if role == self._role and now < self._next_announce:
             return
@@ -321,6 +322,9 @@ class Indexer:
         if self._role is None:
             stale = seen - timedelta(seconds=settings.BOUNTY_HEALTH_HEARTBEAT_SECONDS)
             IndexerProcess.objects.filter(deployment=deployment, last_seen__lt=stale).delete()
+        if role == IndexerRole.WRITER and self._role != role:  # a writer before this one holds no lock: it died
+            IndexerProcess.objects.filter(deployment=deployment, role=IndexerRole.WRITER).exclude(
+                name=self.name).delete()
         IndexerProcess.objects.update_or_create(deployment=deployment, name=self.name,
                                                 defaults={"role": role, "last_seen": seen},
                                                 create_defaults={"role": role, "last_seen": seen, "started_at": seen})
