@@ -94,7 +94,8 @@ class IndexerMetrics:
             self._head_block.labels(*self._labels).set(head)
             if last is not None:
                 self._last_indexed_block.labels(*self._labels).set(last)
-            self._lag_blocks.labels(*self._labels).set(max(0, head - confirmations - (last if last is not None else -1)))
+            behind = head - confirmations - (last if last is not None else -1)
+            self._lag_blocks.labels(*self._labels).set(max(0, behind))
             if last_time is not None and head_time is not None:
                 self._lag_seconds.labels(*self._labels).set(max(0.0, (head_time - last_time).total_seconds()))
 
