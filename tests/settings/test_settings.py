@@ -19,7 +19,7 @@ PRODUCTION = {
 CONFIG_VARIABLES = (
     "DJANGO_DEBUG", "DJANGO_SECRET_KEY", "DJANGO_ALLOWED_HOSTS", "DJANGO_SECURE_SSL_REDIRECT", "DATABASE_URL",
     "REDIS_URL", "BOUNTY_CHAIN_ID", "BOUNTY_CONTRACT_ADDRESS", "BOUNTY_USDC_ADDRESS", "BOUNTY_RPC_URL",
-    "BOUNTY_START_BLOCK", "BOUNTY_CONFIRMATIONS", "LOG_LEVEL",
+    "BOUNTY_START_BLOCK", "BOUNTY_CONFIRMATIONS", "LOG_LEVEL", "LOG_FORMAT", "BOUNTY_INDEXER_METRICS_PORT",
 )
 
 
@@ -63,6 +63,11 @@ def test_debug_is_off_and_a_secret_key_is_required_by_default(tmp_path: Path) ->
         ({"DATABASE_URL": "mysql://db/bounty"}, "DATABASE_URL must be a URL starting with sqlite:// or postgres://"),
         ({"REDIS_URL": "localhost:6379"}, "REDIS_URL must be a URL starting with redis://"),
         ({"LOG_LEVEL": "loud"}, "LOG_LEVEL must be DEBUG, INFO, WARNING, ERROR or CRITICAL"),
+        ({"LOG_FORMAT": "xml"}, "LOG_FORMAT must be one of plain, json (got 'xml')"),
+        ({"BOUNTY_INDEXER_METRICS_PORT": "70000"}, "BOUNTY_INDEXER_METRICS_PORT must be at most 65535"),
+        ({"BOUNTY_INDEXER_METRICS_ADDRESS": "localhost"}, "BOUNTY_INDEXER_METRICS_ADDRESS must be an IP address"),
+        ({"BOUNTY_METRICS_ALLOWED": "10.0.0.0/8, prometheus"}, "BOUNTY_METRICS_ALLOWED must list IP addresses"),
+        ({"BOUNTY_RPC_TIMEOUT_SECONDS": "0"}, "BOUNTY_RPC_TIMEOUT_SECONDS must be at least 1, got 0"),
     ],
 )
 def test_a_bad_value_stops_the_process_naming_the_variable(tmp_path: Path, env: dict[str, str], message: str) -> None:
