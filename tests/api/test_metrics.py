@@ -59,13 +59,13 @@ def scrape(server: Server) -> Samples:
 
 def test_requests_are_counted_by_route_and_status_with_their_latency(serve: Callable[..., Server],
                                                                      active: Deployment) -> None:
-    h.make_tree(active)
+    bounty_id = h.make_tree(active).bounty.bounty_id
     server = serve()
     tag = request(server, "/bounties?limit=2").getheader("ETag")
     assert tag is not None
     assert request(server, "/bounties?limit=2", **{"If-None-Match": tag}).status == 304
-    assert request(server, "/bounties/1").status == 200
-    assert request(server, "/bounties/999").status == 404
+    assert request(server, f"/bounties/{bounty_id}").status == 200
+    assert request(server, f"/bounties/{bounty_id + 1000}").status == 404
     assert request(server, "/no/such/route").status == 404
     statuses = [request(server, "/submissions").status for _ in range(6)]  # 5 + 3 = the budget of 8
     assert statuses == [200, 200, 200, 429, 429, 429]
