@@ -1,0 +1,148 @@
+/**
+ * The websocket `/ws/events`: a snapshot of every record, then every change, resumed after a
+ * dropped connection without a gap or a repeat (docs/api.md, The websocket).
+ *
+ * `watchEvents` connects, collects the snapshot and hands it over whole, then hands over each
+ * live message in order. When the connection drops it connects again with `?since=<the last
+ * seq applied>`, so it gets exactly the messages it missed; when the service cannot resume from
+ * there, or sends `resync`, a new snapshot comes and is handed over as such.
+ */
+import type { Bounty, Dispute, Submission } from "./records.js";
+
+export type LiveType =
+  | "bounty.created" | "submission.created" | "dispute.created"
+  | "dispute.resolved" | "dispute.cancelled" | "bounty.finalized" | "bounty.refunded" | "submission.refunded"
+  | "bounty.updated" | "submission.updated" | "dispute.updated"
+  | "bounty.removed" | "submission.removed" | "dispute.removed";
+
+/** A live message: a record as it was right after the change numbered `seq`. */
+export type LiveEvent =
+  | { type: "bounty.created" | "bounty.finalized" | "bounty.refunded" | "bounty.updated" | "bounty.removed"; payload: Bounty; seq: number }
+  | {
+      type: "submission.created" | "submission.refunded" | "submission.updated" | "submission.removed";
+      payload: Submission;
+      seq: number;
+    }
+  | {
+      type: "dispute.created" | "dispute.resolved" | "dispute.cancelled" | "dispute.updated" | "dispute.removed";
+      payload: Dispute;
+      seq: number;
+    };
+
+/** Every record of the active deployment, current at change `seq`. */
+export interface Snapshot {
+  bounties: Bounty[];
+  submissions: Submission[];
+  disputes: Dispute[];
+  seq: number;
+}
+
+type Message =
+  | (LiveEvent & { snapshot?: boolean })
+  | { type: "snapshot.complete"; payload: { bounties: number; submissions: number; disputes: number }; seq: number }
+  | { type: "resync"; payload: { from_block: number; to_block: number }; seq: number };
+
+/** What a WebSocket constructor must offer: the browser's, or for Node 20 the `ws` package's. */
+export interface WebSocketLike {
+  onopen: ((event: unknown) => void) | null;
+  onmessage: ((event: { data: unknown }) => void) | null;
+  onclose: ((event: { code: number }) => void) | null;
+  onerror: ((event: unknown) => void) | null;
+  close(code?: number): void;
+}
+export type WebSocketConstructor = new (url: string) => WebSocketLike;
+
+export interface WatchHandlers {
+  /** A whole snapshot: replace every record held with these. */
+  onSnapshot?(snapshot: Snapshot): void;
+  /** A live message, in seq order: `*.removed` deletes the record, every other type replaces it. */
+  onEvent?(event: LiveEvent): void;
+  /** The connection dropped (`code`); it is opened again after `reconnectDelayMs`. */
+  onDisconnect?(code: number): void;
+}
+
+export interface WatchOptions {
+  /** The WebSocket constructor (the global one by default: browsers; pass `ws`'s in Node 20). */
+  WebSocket?: WebSocketConstructor;
+  /** Resume after this seq instead of starting with a snapshot. */
+  since?: number;
+  /** Wait before reconnecting (default 1000 ms; five times as long after a 1008 close). */
+  reconnectDelayMs?: number;
+}
+
+export interface Watch {
+  /** The last seq fully applied (a resume point), or null while a snapshot is incomplete. */
+  readonly resumeFrom: number | null;
+  /** Stops: closes the connection and does not reconnect. */
+  close(): void;
+}
+
+/** The `/ws/events` URL of a service given by its `http(s)://` or `ws(s)://` base address. */
+export function eventsUrl(baseUrl: string): string {
+  const url = new URL(baseUrl.replace(/\/+$/, "") + "/ws/events");
+  if (url.protocol === "http:") url.protocol = "ws:";
+  if (url.protocol === "https:") url.protocol = "wss:";
+  return url.toString();
+}
+
+export function watchEvents(baseUrl: string, handlers: WatchHandlers, options: WatchOptions = {}): Watch {
+  const Socket = options.WebSocket ?? (globalThis as unknown as { WebSocket?: WebSocketConstructor }).WebSocket;
+  if (Socket === undefined) throw new Error("no WebSocket: pass one in options.WebSocket (the `ws` package in Node 20)");
+  const url = eventsUrl(baseUrl);
+  const delay = options.reconnectDelayMs ?? 1000;
+  let resumeFrom: number | null = options.since ?? null;
+  let building: Snapshot | null = null;
+  let socket: WebSocketLike | null = null;
+  let closed = false;
+  let timer: ReturnType<typeof setTimeout> | null = null;
+
+  const handle = (message: Message): void => {
+    if ("snapshot" in message && message.snapshot) {
+      building ??= { bounties: [], submissions: [], disputes: [], seq: message.seq };
+      if (message.type === "bounty.created") building.bounties.push(message.payload);
+      else if (message.type === "submission.created") building.submissions.push(message.payload);
+      else if (message.type === "dispute.created") building.disputes.push(message.payload);
+      resumeFrom = null; // incomplete until snapshot.complete
+    } else if (message.type === "snapshot.complete") {
+      const snapshot = building ?? { bounties: [], submissions: [], disputes: [], seq: message.seq };
+      building = null;
+      resumeFrom = message.seq;
+      handlers.onSnapshot?.({ ...snapshot, seq: message.seq });
+    } else if (message.type === "resync") {
+      building = null; // a new snapshot follows on this connection
+      resumeFrom = null;
+    } else if (resumeFrom === null || message.seq > resumeFrom) {
+      resumeFrom = message.seq;
+      handlers.onEvent?.(message);
+    }
+  };
+
+  const connect = (): void => {
+    timer = null;
+    building = null;
+    const ws = new Socket(resumeFrom === null ? url : `${url}?since=${resumeFrom}`);
+    socket = ws;
+    ws.onmessage = (event) => handle(JSON.parse(String(event.data)) as Message);
+    ws.onerror = () => undefined; // a close follows
+    ws.onclose = (event) => {
+      if (socket !== ws) return;
+      socket = null;
+      if (closed) return;
+      handlers.onDisconnect?.(event.code);
+      timer = setTimeout(connect, event.code === 1008 ? delay * 5 : delay);
+    };
+  };
+  connect();
+
+  return {
+    get resumeFrom() {
+      return resumeFrom;
+    },
+    close() {
+      closed = true;
+      if (timer !== null) clearTimeout(timer);
+      socket?.close(1000);
+      socket = null;
+    },
+  };
+}

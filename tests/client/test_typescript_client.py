@@ -1,0 +1,22 @@
+"""The TypeScript client's own suite (clients/typescript, Node's test runner), run as part of this
+one: its build (`tsc --strict`, browser and Node types apart), the shared vectors, and the read
+client and websocket helper against a real service and dev chain that its tests start."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+CLIENT = Path(__file__).resolve().parents[2] / "clients" / "typescript"
+
+
+def test_the_typescript_client_builds_and_passes_its_tests() -> None:
+    # Its service is the embedded default (scripts/dev), whatever database this run uses.
+    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}}
+    result = subprocess.run(["npm", "test", "--silent"], cwd=CLIENT, env=env, capture_output=True, text=True,
+                            timeout=600)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-20_000:]
+    assert "# fail 0" in output and "# pass " in output, output[-5_000:]
+    assert (CLIENT / "dist" / "index.js").is_file() and (CLIENT / "dist" / "index.d.ts").is_file()
