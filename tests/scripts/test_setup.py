@@ -27,7 +27,7 @@ def _stub(path: Path, body: str) -> None:
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
-    """A project copy holding scripts/setup, with .venv and node_modules up to date."""
+    """A project copy holding scripts/setup, with .venv and both node_modules up to date."""
     root = tmp_path / "project"
     (root / "scripts").mkdir(parents=True)
     shutil.copy2(PROJECT_DIR / "scripts" / "setup", root / "scripts" / "setup")
@@ -37,7 +37,10 @@ def project(tmp_path: Path) -> Path:
     (root / ".venv" / "bin" / "python").symlink_to(sys.executable)
     (root / "node_modules" / ".bin").mkdir(parents=True)
     _stub(root / "node_modules" / ".bin" / "anvil", "exit 0")
-    for lock, stamp in (("requirements.lock", ".venv/.lock-stamp"), ("package-lock.json", "node_modules/.lock-stamp")):
+    (root / "clients" / "typescript" / "node_modules").mkdir(parents=True)
+    (root / "clients" / "typescript" / "package-lock.json").write_text("{}\n")
+    for lock, stamp in (("requirements.lock", ".venv/.lock-stamp"), ("package-lock.json", "node_modules/.lock-stamp"),
+                        ("clients/typescript/package-lock.json", "clients/typescript/node_modules/.lock-stamp")):
         subprocess.run(["bash", "-c", f"sha256sum {lock} | sha256sum | cut -c1-16 > {stamp}"], cwd=root, check=True)
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
