@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import psycopg
 from django.conf import settings
-from django.db import connection, connections, models, transaction
+from django.db import OperationalError, connection, connections, models, transaction
 from django.db.backends.base.schema import BaseDatabaseSchemaEditor
 from django.utils import timezone
 
@@ -176,14 +176,37 @@ def defer(deployment: Deployment) -> int:
     return len(dropped)
 
 
-def _build_on_sqlite(statements: list[str]) -> None:
-    with transaction.atomic(), connection.cursor() as cursor:
-        for statement in statements:
-            cursor.execute(statement)
-
-
 class BuildStopped(Exception):
     """The build was cancelled because the indexer stops; the next start builds the rest."""
+
+
+def _build_on_sqlite(statements: list[str], stop: threading.Event) -> None:
+    """Builds in one transaction; when `stop` is set a watcher interrupts the statement under way
+    (sqlite3's `interrupt`, made to be called from another thread) and nothing is kept."""
+    with transaction.atomic(), connection.cursor() as cursor:
+        raw = connection.connection
+        finished = threading.Event()
+
+        def watch() -> None:
+            while not finished.wait(0.1):
+                if stop.is_set():
+                    raw.interrupt()
+                    return
+
+        watcher = threading.Thread(target=watch, name="index-build-watch", daemon=True)
+        watcher.start()
+        try:
+            for statement in statements:
+                if stop.is_set():
+                    raise BuildStopped("the index build was cancelled: the indexer is stopping")
+                cursor.execute(statement)
+        except OperationalError as exc:
+            if stop.is_set():
+                raise BuildStopped("the index build was cancelled: the indexer is stopping") from exc
+            raise
+        finally:
+            finished.set()
+            watcher.join()
 
 
 def _build_on_postgresql(statements_by_table: dict[str, list[str]], stop: threading.Event) -> None:
@@ -248,7 +271,7 @@ def build(deployment: Deployment | None = None, *, report: Callable[[str], None]
             _build_on_postgresql({table: sorted(statements, key=lambda s: "gin" not in s)  # the longest first
                                   for table, statements in by_table.items()}, stop or threading.Event())
         else:
-            _build_on_sqlite(create_statements(missing, concurrently=False))
+            _build_on_sqlite(create_statements(missing, concurrently=False), stop or threading.Event())
     except BaseException:
         _set_state(IndexStateChoice.DEFERRED, deployment)
         raise

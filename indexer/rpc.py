@@ -75,7 +75,9 @@ _answer_awaited = False  # the main thread waits for the node's answer (see inte
 def interrupt_wait() -> None:
     """For the SIGTERM handler: raises Stopped if the main thread is waiting for the node's
     answer, ending the wait at once instead of at the request's timeout."""
+    global _answer_awaited
     if _answer_awaited:
+        _answer_awaited = False  # once: a second signal must not raise again in the clean-up
         raise Stopped("stopped while waiting for the node's answer")
 
 

@@ -319,15 +319,19 @@ class Indexer:
             return
         deployment = self.deployment or self.ensure_deployment()
         seen = timezone.now()
-        if self._role is None:
-            stale = seen - timedelta(seconds=settings.BOUNTY_HEALTH_HEARTBEAT_SECONDS)
-            IndexerProcess.objects.filter(deployment=deployment, last_seen__lt=stale).delete()
-        if role == IndexerRole.WRITER and self._role != role:  # a writer before this one holds no lock: it died
-            IndexerProcess.objects.filter(deployment=deployment, role=IndexerRole.WRITER).exclude(
-                name=self.name).delete()
-        IndexerProcess.objects.update_or_create(deployment=deployment, name=self.name,
-                                                defaults={"role": role, "last_seen": seen},
-                                                create_defaults={"role": role, "last_seen": seen, "started_at": seen})
+        try:
+            if self._role is None:
+                stale = seen - timedelta(seconds=settings.BOUNTY_HEALTH_HEARTBEAT_SECONDS)
+                IndexerProcess.objects.filter(deployment=deployment, last_seen__lt=stale).delete()
+            if role == IndexerRole.WRITER and self._role != role:  # a writer before this one holds no lock: it died
+                IndexerProcess.objects.filter(deployment=deployment, role=IndexerRole.WRITER).exclude(
+                    name=self.name).delete()
+            IndexerProcess.objects.update_or_create(
+                deployment=deployment, name=self.name, defaults={"role": role, "last_seen": seen},
+                create_defaults={"role": role, "last_seen": seen, "started_at": seen})
+        except DatabaseError:  # only /health's list: the indexing goes on, and the next one tries again
+            logger.warning("could not record this indexer as %s for /health", role, exc_info=True)
+            return
         self._role, self._next_announce = role, now + ANNOUNCE_SECONDS
 
     # ------------------------------------------------------------------ bulk backfills

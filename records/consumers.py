@@ -24,6 +24,7 @@ from records.ws_limits import INTERNAL_ERROR, POLICY_VIOLATION, ConnectionSlot, 
 
 logger = logging.getLogger(__name__)
 access_log = logging.getLogger("records.access")
+COUNTED_CLOSE_CODES = frozenset({1000, 1001, 1002, 1003, 1005, 1006, 1007, 1008, 1009, 1011, 1012, 1013, 1014})
 
 
 class EventsConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]
@@ -61,7 +62,9 @@ class EventsConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]
             await self._close_for_policy()
 
     async def disconnect(self, code: int) -> None:
-        WS_CLOSES.labels(str(code)).inc()
+        # The code may be the client's: the metric keeps the meaningful ones apart, the rest as
+        # `other`, so that no client can add series at will.
+        WS_CLOSES.labels(str(code) if code in COUNTED_CLOSE_CODES else "other").inc()
         duration_ms = round((time.perf_counter() - self.opened) * 1000, 2)
         path = self.scope.get("path", "")
         access_log.info("WS %s closed %s after %.2f ms", path, code, duration_ms,

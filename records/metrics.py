@@ -17,6 +17,7 @@ from __future__ import annotations
 import ipaddress
 
 from django.conf import settings
+from django.db import DatabaseError
 from django.http import HttpRequest, HttpResponse, HttpResponseBase
 from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
@@ -56,10 +57,17 @@ def _allowed(request: HttpRequest) -> bool:
 
 
 def _heartbeat_age() -> None:
-    deployment = active_deployment()
+    """Reads the writer's heartbeat; with the database unreachable the gauge goes, and the
+    process's other metrics are still served."""
+    try:
+        deployment = active_deployment()
+        heartbeat = (SyncState.objects.filter(deployment=deployment).values_list("last_heartbeat", flat=True).first()
+                     if deployment is not None else None)
+    except DatabaseError:
+        HEARTBEAT_AGE.clear()
+        return
     if deployment is None:
         return
-    heartbeat = SyncState.objects.filter(deployment=deployment).values_list("last_heartbeat", flat=True).first()
     if heartbeat is not None:
         age = (timezone.now() - heartbeat).total_seconds()
         HEARTBEAT_AGE.labels(str(deployment.chain_id), deployment.contract_address).set(max(0.0, age))

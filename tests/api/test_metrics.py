@@ -70,6 +70,11 @@ def test_requests_are_counted_by_route_and_status_with_their_latency(serve: Call
     statuses = [request(server, "/submissions").status for _ in range(6)]  # 5 + 3 = the budget of 8
     assert statuses == [200, 200, 200, 429, 429, 429]
     assert request(server, "/health").status == 200  # not counted against the budget
+    for method in ("FOO1", "BAR2"):  # methods a client makes up add no series
+        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+        conn.request(method, "/health")
+        conn.getresponse().read()
+        conn.close()
 
     samples = scrape(server)
     count = "bounty_http_requests_total"
@@ -80,7 +85,9 @@ def test_requests_are_counted_by_route_and_status_with_their_latency(serve: Call
     assert value(samples, count, route="unmatched", status="404") == 1
     assert value(samples, count, route="/submissions", status="200") == 3
     assert value(samples, count, route="/submissions", status="429") == 3
-    assert value(samples, count, route="/health", status="200") == 1
+    assert value(samples, count, route="/health", method="GET", status="200") == 1
+    assert value(samples, count, route="/health", method="other") == 2
+    assert not [labels for (name, labels) in samples if name == count and ("method", "FOO1") in labels]
     latency = "bounty_http_request_duration_seconds"
     assert value(samples, f"{latency}_count", route="/bounties") == 2
     assert value(samples, f"{latency}_count", route="/submissions") == 6

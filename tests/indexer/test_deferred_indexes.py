@@ -3,6 +3,7 @@ record tables hold and built once it has caught up; nothing else changes for the
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import pytest
@@ -232,6 +233,22 @@ def test_an_index_left_by_an_interrupted_build_is_built_again_at_the_next_start(
     assert restarted.indexes_to_build()
     restarted.build_indexes()
     assert indexes.existing_indexes()["bounty_status_idx"] is True
+    assert indexes.missing_indexes() == []
+
+
+def test_a_stop_cancels_the_build_keeping_no_index_and_the_next_build_makes_them_all(chain: Chain) -> None:
+    indexer = first_sync(chain)
+    indexer.prepare()
+    catch_up(indexer)
+    deferred = {index.name for index in indexes.missing_indexes()}
+    assert deferred
+    stop = threading.Event()
+    stop.set()
+    with pytest.raises(indexes.BuildStopped):
+        indexes.build(indexer.deployment, stop=stop)
+    assert {index.name for index in indexes.missing_indexes()} == deferred
+    assert indexes.index_state() == IndexStateChoice.DEFERRED
+    indexer.build_indexes()
     assert indexes.missing_indexes() == []
 
 

@@ -59,6 +59,8 @@ export interface WatchHandlers {
   onEvent?(event: LiveEvent): void;
   /** The connection dropped (`code`); it is opened again after `reconnectDelayMs`. */
   onDisconnect?(code: number): void;
+  /** A message that does not parse (the connection is then opened again, resuming), or a handler's exception. */
+  onError?(error: unknown): void;
 }
 
 export interface WatchOptions {
@@ -122,7 +124,23 @@ export function watchEvents(baseUrl: string, handlers: WatchHandlers, options: W
     building = null;
     const ws = new Socket(resumeFrom === null ? url : `${url}?since=${resumeFrom}`);
     socket = ws;
-    ws.onmessage = (event) => handle(JSON.parse(String(event.data)) as Message);
+    ws.onmessage = (event) => {
+      let message: Message;
+      try {
+        message = JSON.parse(String(event.data)) as Message;
+      } catch (error) {
+        handlers.onError?.(error);
+        ws.close(4000); // resume from the last message applied, on a new connection
+        return;
+      }
+      try {
+        handle(message);
+      } catch (error) {
+        // A handler's failure must not end the watch; the message counts as delivered.
+        if (handlers.onError) handlers.onError(error);
+        else setTimeout(() => { throw error; });
+      }
+    };
     ws.onerror = () => undefined; // a close follows
     ws.onclose = (event) => {
       if (socket !== ws) return;

@@ -13,7 +13,7 @@ export type { JsonValue } from "./metadata.js";
 export { quoteCreateAmount, BPS_DENOMINATOR } from "./quote.js";
 export type { CreateQuote, QuoteConfig } from "./quote.js";
 export { createReadClient, RequestError, MAX_PAGE_SIZE } from "./read.js";
-export type { ListOptions, PageOptions, ReadClient, ReadClientOptions } from "./read.js";
+export type { ByBounty, ListOptions, PageOptions, ReadClient, ReadClientOptions } from "./read.js";
 export { eventsUrl, watchEvents } from "./events.js";
 export type { LiveEvent, LiveType, Snapshot, Watch, WatchHandlers, WatchOptions, WebSocketConstructor, WebSocketLike } from "./events.js";
 export type * from "./records.js";

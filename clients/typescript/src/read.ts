@@ -53,6 +53,10 @@ export interface PageOptions extends ListOptions {
   cursor?: string | null;
 }
 
+export interface ByBounty {
+  bountyId?: UintInput;
+}
+
 export interface ReadClient {
   health(): Promise<Health>;
   /** The active deployment (from `/health`, read once). */
@@ -67,9 +71,10 @@ export interface ReadClient {
   submissions(bountyId?: UintInput | null, options?: ListOptions & { pageSize?: number }): AsyncIterableIterator<Submission>;
   getSubmission(submissionId: UintInput): Promise<Submission>;
   submissionOverview(submissionId: UintInput): Promise<SubmissionOverview>;
-  listDisputes(submissionId?: UintInput | null, options?: ListOptions): Promise<Dispute[]>;
-  disputePage(submissionId?: UintInput | null, options?: PageOptions): Promise<Page<Dispute>>;
-  disputes(submissionId?: UintInput | null, options?: ListOptions & { pageSize?: number }): AsyncIterableIterator<Dispute>;
+  /** The disputes of one submission (`submissionId`), of one bounty (`options.bountyId`), or all. */
+  listDisputes(submissionId?: UintInput | null, options?: ListOptions & ByBounty): Promise<Dispute[]>;
+  disputePage(submissionId?: UintInput | null, options?: PageOptions & ByBounty): Promise<Page<Dispute>>;
+  disputes(submissionId?: UintInput | null, options?: ListOptions & ByBounty & { pageSize?: number }): AsyncIterableIterator<Dispute>;
   getDispute(disputeId: UintInput): Promise<Dispute>;
   disputeOverview(disputeId: UintInput): Promise<DisputeOverview>;
 }
@@ -112,10 +117,11 @@ export function createReadClient(options: ReadClientOptions): ReadClient {
   async function deployment(): Promise<{ chainId: number; contractAddress: string; usdcAddress: string }> {
     if (active === null) {
       const { deployment: d } = await get<Health>("/health", {});
-      if (d.contract_address === null || d.usdc_address === null) {
-        throw new Error("the service has no active deployment configured");
+      if (!d || d.contract_address == null || d.usdc_address == null) {
+        throw new Error("the service reports no active deployment (its /health has no contract and token addresses)");
       }
-      active = { chainId: d.chain_id, contractAddress: d.contract_address, usdcAddress: d.usdc_address };
+      if (!Number.isSafeInteger(d.chain_id) || d.chain_id < 1) throw new Error(`the service reports chain ID ${d.chain_id}`);
+      active = { chainId: d.chain_id, contractAddress: toAddress(d.contract_address), usdcAddress: toAddress(d.usdc_address) };
     }
     return active;
   }
@@ -148,14 +154,28 @@ export function createReadClient(options: ReadClientOptions): ReadClient {
     return value === null || value === undefined ? {} : { [name]: toUint(value).toString() };
   }
 
+  function disputeParents(submissionId: UintInput | null | undefined, options: { bountyId?: UintInput }): Params {
+    return { ...parent("submission_id", submissionId), ...parent("bounty_id", options.bountyId) };
+  }
+
   async function* walk<T>(path: string, params: Params): AsyncIterableIterator<T> {
     let body = await get<T[] | Page<T>>(path, params);
     while (isPage(body)) {
       yield* body.items as T[];
-      if (body.next_cursor === null) return;
-      body = await get<T[] | Page<T>>(path, { ...params, cursor: body.next_cursor });
+      const next: unknown = body.next_cursor;
+      if (next === null || next === undefined) return;
+      if (typeof next !== "string" || next === params.cursor) throw new Error(`GET ${path}: a page's next_cursor is not a new cursor`);
+      params = { ...params, cursor: next };
+      body = await get<T[] | Page<T>>(path, params);
     }
+    if (!Array.isArray(body)) throw new Error(`GET ${path}: expected an array or a page object`);
     yield* body;
+  }
+
+  async function page<T>(path: string, params: Params): Promise<Page<T>> {
+    const body = await get<unknown>(path, params);
+    if (!isPage(body)) throw new Error(`GET ${path}: expected a page object`);
+    return body as Page<T>;
   }
 
   async function all<T>(iterator: AsyncIterableIterator<T>): Promise<T[]> {
@@ -171,14 +191,14 @@ export function createReadClient(options: ReadClientOptions): ReadClient {
     health: () => get<Health>("/health", {}),
     deployment,
     listBounties: async (o = {}) => all(walk<Bounty>("/bounties", await qualified(listParams(o)))),
-    bountyPage: async (o = {}) => get<Page<Bounty>>("/bounties", await qualified(listParams({ limit: 50, ...o }))),
+    bountyPage: async (o = {}) => page<Bounty>("/bounties", await qualified(listParams({ ...o, limit: o.limit ?? 50 }))),
     bounties: (o = {}) => lazy(async () => walk<Bounty>("/bounties", await qualified(listParams({ limit: o.pageSize ?? MAX_PAGE_SIZE, ...o })))),
     getBounty: (id) => record<Bounty>("/bounties", id),
     bountyOverview: (id) => record<BountyOverview>("/bounties", id, "/overview"),
     listSubmissions: async (bountyId, o = {}) =>
       all(walk<Submission>("/submissions", await qualified(listParams(o, parent("bounty_id", bountyId))))),
     submissionPage: async (bountyId, o = {}) =>
-      get<Page<Submission>>("/submissions", await qualified(listParams({ limit: 50, ...o }, parent("bounty_id", bountyId)))),
+      page<Submission>("/submissions", await qualified(listParams({ ...o, limit: o.limit ?? 50 }, parent("bounty_id", bountyId)))),
     submissions: (bountyId, o = {}) =>
       lazy(async () =>
         walk<Submission>("/submissions", await qualified(listParams({ limit: o.pageSize ?? MAX_PAGE_SIZE, ...o }, parent("bounty_id", bountyId)))),
@@ -186,12 +206,12 @@ export function createReadClient(options: ReadClientOptions): ReadClient {
     getSubmission: (id) => record<Submission>("/submissions", id),
     submissionOverview: (id) => record<SubmissionOverview>("/submissions", id, "/overview"),
     listDisputes: async (submissionId, o = {}) =>
-      all(walk<Dispute>("/disputes", await qualified(listParams(o, parent("submission_id", submissionId))))),
+      all(walk<Dispute>("/disputes", await qualified(listParams(o, disputeParents(submissionId, o))))),
     disputePage: async (submissionId, o = {}) =>
-      get<Page<Dispute>>("/disputes", await qualified(listParams({ limit: 50, ...o }, parent("submission_id", submissionId)))),
+      page<Dispute>("/disputes", await qualified(listParams({ ...o, limit: o.limit ?? 50 }, disputeParents(submissionId, o)))),
     disputes: (submissionId, o = {}) =>
       lazy(async () =>
-        walk<Dispute>("/disputes", await qualified(listParams({ limit: o.pageSize ?? MAX_PAGE_SIZE, ...o }, parent("submission_id", submissionId)))),
+        walk<Dispute>("/disputes", await qualified(listParams({ limit: o.pageSize ?? MAX_PAGE_SIZE, ...o }, disputeParents(submissionId, o)))),
       ),
     getDispute: (id) => record<Dispute>("/disputes", id),
     disputeOverview: (id) => record<DisputeOverview>("/disputes", id, "/overview"),

@@ -7,7 +7,18 @@
  */
 import { encodeFunctionData, parseAbi } from "viem";
 
-import { type Bytes32Input, type Hex, toAddress, toBool, toBytes32, toText, toUint, type UintInput } from "./validation.js";
+import {
+  type Bytes32Input,
+  type Hex,
+  toAddress,
+  toBool,
+  toBytes32,
+  toText,
+  toUint,
+  type UintInput,
+  UNSAFE_UINT,
+  ValidationError,
+} from "./validation.js";
 
 /** An unsigned transaction in the spec's shape (the member names are JSON-RPC's). */
 export interface UnsignedTransaction {
@@ -82,7 +93,9 @@ export interface TransactionBuilder {
 
 /** A builder for one deployment; the addresses are checked (`invalid address`) and checksummed. */
 export function createTransactionBuilder(config: TransactionBuilderConfig): TransactionBuilder {
-  const chainId = Number(toUint(config.chainId, 64));
+  const id = toUint(config.chainId, 64);
+  if (id > BigInt(Number.MAX_SAFE_INTEGER)) throw new ValidationError(UNSAFE_UINT); // chainId is a number
+  const chainId = Number(id);
   const contractAddress = toAddress(config.contractAddress);
   const usdcAddress = toAddress(config.usdcAddress);
   const call = (data: Hex): UnsignedTransaction => ({ chainId, to: contractAddress, data, value: "0x0" });

@@ -132,9 +132,13 @@ describe("the read client", () => {
     assert.deepEqual(overview.submissions.map((s) => s.id).sort(), submissions.map((s) => s.id).sort());
     assert.ok(submissions.every((submission) => submission.bounty_id === first.id));
     const disputes = await client.listDisputes();
+    assert.ok(disputes.length > 0);
     for (const dispute of disputes) {
       assert.ok((await client.listDisputes(dispute.submission_id)).some((d) => d.id === dispute.id));
+      assert.ok((await client.listDisputes(null, { bountyId: dispute.bounty_id })).every((d) => d.bounty_id === dispute.bounty_id));
     }
+    const page = await client.disputePage(null, { bountyId: disputes[0]?.bounty_id, limit: undefined });
+    assert.equal(page.limit, 50);
   });
 
   it("pages with cursors and iterates every page lazily", async () => {

@@ -7,7 +7,7 @@ import threading
 from typing import Any
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from indexer.rpc import RpcError, interrupt_wait
 from indexer.sync import Indexer, IndexerConfig, IndexerError
@@ -17,12 +17,19 @@ class Command(BaseCommand):
     help = ("Index the bounty contract's events from BOUNTY_START_BLOCK, then follow the chain head "
             "(SIGTERM or SIGINT stops it within a second, with exit code 0).")
 
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--metrics-port", type=int, default=None,
+                            help="serve the Prometheus metrics on this port (overrides BOUNTY_INDEXER_METRICS_PORT)")
+
     def handle(self, *args: Any, **options: Any) -> None:
         stop = threading.Event()
 
         def on_signal(signum: int, frame: object) -> None:
             # Every wait of the indexer watches `stop`, except a wait for the node's answer,
-            # which only an exception raised here ends (indexer.rpc, interrupt_wait).
+            # which only an exception raised here ends (indexer.rpc, interrupt_wait). Once set,
+            # `stop` is not set again: Event.set takes a lock the interrupted code may hold.
+            if stop.is_set():
+                return
             stop.set()
             interrupt_wait()
 
@@ -30,9 +37,13 @@ class Command(BaseCommand):
             signal.signal(signum, on_signal)
         try:
             indexer = Indexer(IndexerConfig.from_settings(), stop=stop)
-            port: int | None = settings.BOUNTY_INDEXER_METRICS_PORT
+            port: int | None = options["metrics_port"] or settings.BOUNTY_INDEXER_METRICS_PORT
             if port is not None:  # served by a daemon thread, which ends with the process
-                indexer.metrics.serve(port, settings.BOUNTY_INDEXER_METRICS_ADDRESS)
+                address: str = settings.BOUNTY_INDEXER_METRICS_ADDRESS
+                try:
+                    indexer.metrics.serve(port, address)
+                except OSError as exc:
+                    raise CommandError(f"cannot serve the metrics on {address} port {port}: {exc}") from exc
             indexer.run()
         except (IndexerError, RpcError) as exc:
             raise CommandError(str(exc)) from exc
