@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import redis
 from django.core.cache import cache
 from django.db import connections
 from playwright.sync_api import Browser, sync_playwright
@@ -62,6 +63,19 @@ def _redis_database_per_worker(settings: Any, worker_id: str) -> None:
     layer = settings.CHANNEL_LAYERS["default"]
     settings.CHANNEL_LAYERS = {"default": {**layer, "CONFIG": {**layer["CONFIG"], "hosts": [location]}}}
     cache.clear()  # nothing left from earlier tests: counters of killed servers, cached bodies
+
+
+@pytest.fixture
+def shared_redis(worker_id: str) -> Iterator[str]:
+    """A Redis database of this test worker's own, empty (the counters of earlier runs gone), for
+    tests that run several server processes which must share one Redis whatever the run's backend."""
+    number = 9 + (int(worker_id.removeprefix("gw")) if worker_id.startswith("gw") else 0)
+    url = f"redis://127.0.0.1:6379/{number}"
+    client = redis.Redis.from_url(url)
+    client.flushdb()
+    yield url
+    client.flushdb()
+    client.close()
 
 
 @pytest.fixture(autouse=True)

@@ -23,17 +23,6 @@ LIMIT = 4
 WINDOW = 3_600  # long enough that no test run crosses a window's end but once in hours; see _budget_run
 
 
-@pytest.fixture
-def shared_redis(worker_id: str) -> Iterator[str]:
-    """A Redis database of this test worker's own, empty (the counters of earlier runs gone)."""
-    number = 9 + (int(worker_id.removeprefix("gw")) if worker_id.startswith("gw") else 0)
-    url = f"redis://127.0.0.1:6379/{number}"
-    client = redis.Redis.from_url(url)
-    client.flushdb()
-    yield url
-    client.flushdb()
-    client.close()
-
 
 @pytest.fixture
 def two_servers(shared_redis: str) -> Iterator[tuple[Server, Server]]:

@@ -20,7 +20,6 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-import redis
 from websockets.sync.client import ClientConnection
 
 from contracts.devchain import free_port
@@ -62,16 +61,6 @@ class Indexer:
         except OSError:
             return None
 
-
-@pytest.fixture
-def shared_redis(worker_id: str) -> Iterator[str]:
-    number = 9 + (int(worker_id.removeprefix("gw")) if worker_id.startswith("gw") else 0)
-    url = f"redis://127.0.0.1:6379/{number}"
-    client = redis.Redis.from_url(url)
-    client.flushdb()
-    yield url
-    client.flushdb()
-    client.close()
 
 
 @pytest.fixture
@@ -119,8 +108,8 @@ def live_seqs(client: ClientConnection, through: int) -> list[int]:
     return seqs
 
 
-def test_two_web_processes_and_a_standby_indexer_work_as_one_service(chain: Chain, started: Callable[[str], Any],
-                                                                     shared_redis: str) -> None:
+def test_two_web_processes_and_a_standby_indexer_work_as_one_service(chain: Chain,
+                                                                     started: Callable[[str], Any]) -> None:
     web_a, web_b = started("web"), started("web")
     writer: Indexer = started("indexer")
     wait_until(lambda: writer.is_writer() == 1)
