@@ -17,13 +17,14 @@ django_asgi_app = get_asgi_application()  # sets Django up before the consumers 
 
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
-from bountysite import daphne_backpressure, daphne_close_codes, daphne_frames  # noqa: E402
+from bountysite import daphne_backpressure, daphne_close_codes, daphne_frames, daphne_reasons  # noqa: E402
 from bountysite.bodiless import BodilessResponses  # noqa: E402
 from records.routing import websocket_urlpatterns  # noqa: E402
 
 daphne_close_codes.install()
 daphne_backpressure.install()
 daphne_frames.install()
+daphne_reasons.install()
 
 # Python's default collects its young generation every 700 new objects, promoting whatever is in
 # flight at that moment; with 1,000 websocket connections the old generation grows fast and each

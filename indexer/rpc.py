@@ -23,6 +23,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import httpx
 import orjson
@@ -138,6 +139,28 @@ _SPAN = re.compile(
 )
 
 
+# Path segments that name a route, not a key: "rpc", "v2", "eth", "mainnet".
+_ROUTE_SEGMENT = re.compile(r"[a-z][a-z-]{0,11}|v\d{1,2}")
+REDACTED = "***"
+
+
+def redact_url(url: str) -> str:
+    """The node's URL as logs and messages may show it: providers put the API key in the path
+    (`/v2/<key>`), the query (`?apikey=<key>`) or the user part, so those are masked but for
+    the path's route words."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    netloc = f"[{host}]" if ":" in host else host
+    if parts.port is not None:
+        netloc += f":{parts.port}"
+    if parts.username or parts.password:
+        netloc = f"{REDACTED}@{netloc}"
+    path = "/".join(segment if not segment or _ROUTE_SEGMENT.fullmatch(segment) else REDACTED
+                    for segment in parts.path.split("/"))
+    query = urlencode([(name, REDACTED) for name, _ in parse_qsl(parts.query, keep_blank_values=True)], safe="*")
+    return urlunsplit((parts.scheme, netloc, path, query, ""))
+
+
 def _number(text: str) -> int:
     return int(text, 16) if text.lower().startswith("0x") else int(text.replace(",", "").replace("_", ""))
 
@@ -208,6 +231,7 @@ class RpcClient:
         stop: threading.Event | None = None,
     ) -> None:
         self.url = url
+        self.node = redact_url(url)  # the URL may hold an API key: messages name this instead
         self.timeout = timeout
         self.backoff = backoff or Backoff()
         self.stop = stop or threading.Event()
@@ -249,10 +273,11 @@ class RpcClient:
                 if isinstance(exc, RpcError):
                     raise
                 if attempt + 1 >= self.backoff.attempts:
-                    raise RetriesExhausted(f"{exc} (gave up after {attempt + 1} attempts)") from exc
+                    raise RetriesExhausted(
+                        f"the node at {self.node}: {exc} (gave up after {attempt + 1} attempts)") from exc
                 delay = self.backoff.delay(attempt, exc.retry_after)
-                logger.warning("RPC %s failed transiently (%s); retry %d in %.2f s",
-                               calls[0][0], exc, attempt + 1, delay)
+                logger.warning("RPC %s to %s failed transiently (%s); retry %d in %.2f s",
+                               calls[0][0], self.node, exc, attempt + 1, delay)
                 self._sleep(delay)
                 attempt += 1
 
@@ -295,9 +320,9 @@ class RpcClient:
         try:
             response = self._post(orjson.dumps(body))
         except httpx.TimeoutException as exc:
-            raise TransientRpcError(f"timeout: {exc!r}", kind="timeout") from exc
+            raise TransientRpcError(f"timeout: {type(exc).__name__}: {exc}", kind="timeout") from exc
         except httpx.TransportError as exc:
-            raise TransientRpcError(f"connection failed: {exc!r}") from exc
+            raise TransientRpcError(f"connection failed: {type(exc).__name__}: {exc}") from exc
         if response.status_code == 429 or response.status_code >= 500:
             retry_after = response.headers.get("Retry-After")
             raise TransientRpcError(
@@ -311,7 +336,7 @@ class RpcClient:
             error = _json_rpc_error(response)
             if error is not None:
                 raise classify_error(error)
-            raise RpcError(f"HTTP {response.status_code} from {self.url}: {response.text[:200]}")
+            raise RpcError(f"HTTP {response.status_code} from the node at {self.node}: {response.text[:200]}")
         answer = self._parse(response)
         answers = answer if isinstance(answer, list) else [answer]
         by_id = {item.get("id"): item for item in answers if isinstance(item, dict)}

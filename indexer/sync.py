@@ -19,6 +19,7 @@ import multiprocessing
 import os
 import pickle
 import queue
+import re
 import socket
 import threading
 import time
@@ -73,6 +74,7 @@ BUILD_RETRY_SECONDS = 60  # after a failed index build
 RECORD_MEMORY = 200_000  # records a catch-up keeps in memory between batches (about 2 KB each)
 _RELEASED = 2**62  # `committed` once the writing process stops: past any block
 STOP_PATIENCE = 0.5  # seconds a stopping indexer waits for its reader to end before killing it
+USDC_DECIMALS = 6  # the amounts the service shows are in units of 10^-6 USDC
 ANNOUNCE_SECONDS = 5.0  # how often a process records itself in IndexerProcess (for /health)
 
 
@@ -240,18 +242,49 @@ class Indexer:
     # ------------------------------------------------------------------ lifecycle
 
     def check_node(self) -> None:
-        """Refuses a node on another chain or without the contract."""
+        """Refuses a node on another chain, and a deployment the chain contradicts: no contract at
+        BOUNTY_CONTRACT_ADDRESS, one that does not answer the bounty contract's views, a token
+        other than the one it holds in BOUNTY_USDC_ADDRESS, or a token without 6 decimals."""
         chain_id = int(self.rpc.call("eth_chainId", []), 16)
         if chain_id != self.config.chain_id:
             raise IndexerError(
-                f"the node at {self.config.rpc_url} is on chain {chain_id}, "
+                f"the node at {self.rpc.node} is on chain {chain_id}, "
                 f"but BOUNTY_CHAIN_ID is {self.config.chain_id}"
             )
-        code = self.rpc.call("eth_getCode", [self.config.contract_address, "latest"])
+        contract, usdc = self.config.contract_address, self.config.usdc_address.lower()
+        code = self.rpc.call("eth_getCode", [contract, "latest"])
         if code in (None, "0x", "0x0"):
+            raise IndexerError(f"no contract at BOUNTY_CONTRACT_ADDRESS {contract} on chain {chain_id}")
+        holds = self._view_word(contract, "usdc()")
+        if holds is None or int(holds, 16) >> 160:
             raise IndexerError(
-                f"no contract at BOUNTY_CONTRACT_ADDRESS {self.config.contract_address} on chain {chain_id}"
+                f"the contract at BOUNTY_CONTRACT_ADDRESS {contract} is not a bounty contract: usdc() answered "
+                f"{'nothing' if holds is None else holds} (is BOUNTY_CONTRACT_ADDRESS the token's address?)"
             )
+        token = "0x" + holds[-40:].lower()
+        if token != usdc:
+            raise IndexerError(
+                f"the bounty contract at BOUNTY_CONTRACT_ADDRESS {contract} holds the token {token}, "
+                f"but BOUNTY_USDC_ADDRESS is {usdc}: set BOUNTY_USDC_ADDRESS={token}"
+            )
+        decimals = self._view_word(usdc, "decimals()")
+        if decimals is None or int(decimals, 16) != USDC_DECIMALS:
+            raise IndexerError(
+                f"the token at BOUNTY_USDC_ADDRESS {usdc} answered decimals() = "
+                f"{'nothing' if decimals is None else int(decimals, 16)}, not {USDC_DECIMALS}"
+            )
+
+    def _view_word(self, address: str, signature: str) -> str | None:
+        """The 32-byte word a view without arguments returns at the latest block, as 64 hex
+        digits; None when the call reverts or returns something else."""
+        selector = "0x" + keccak(text=signature)[:4].hex()
+        try:
+            answer = self.rpc.call("eth_call", [{"to": address, "data": selector}, "latest"])
+        except RpcError:  # a revert: no such function, and no fallback that answers
+            return None
+        if not isinstance(answer, str) or not re.fullmatch(r"0x[0-9a-fA-F]{64}", answer):
+            return None
+        return answer[2:]
 
     def ensure_deployment(self) -> Deployment:
         deployment, _ = Deployment.objects.get_or_create(

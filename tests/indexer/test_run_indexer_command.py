@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from contracts.devchain import _deploy, free_port
 from indexer import indexes
 from indexer.models import IndexStateChoice, SyncState
 from records.models import Bounty
@@ -66,6 +67,48 @@ def test_it_refuses_an_address_without_a_contract(chain: Chain) -> None:
     result = run(process_env(chain, BOUNTY_CONTRACT_ADDRESS="0x" + "12" * 20))
     assert result.returncode == 1
     assert "no contract at BOUNTY_CONTRACT_ADDRESS" in result.stderr
+
+
+def test_it_refuses_swapped_contract_and_token_addresses(chain: Chain) -> None:
+    board, usdc = chain.deployment.contract_address, chain.deployment.usdc_address
+    result = run(process_env(chain, BOUNTY_CONTRACT_ADDRESS=usdc, BOUNTY_USDC_ADDRESS=board))
+    assert result.returncode == 1
+    assert f"the contract at BOUNTY_CONTRACT_ADDRESS {usdc.lower()} is not a bounty contract" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_it_refuses_a_token_other_than_the_contracts(chain: Chain) -> None:
+    other = "0x" + "34" * 20
+    result = run(process_env(chain, BOUNTY_USDC_ADDRESS=other))
+    assert result.returncode == 1
+    usdc = chain.deployment.usdc_address.lower()
+    assert f"holds the token {usdc}, but BOUNTY_USDC_ADDRESS is {other}: set BOUNTY_USDC_ADDRESS={usdc}" \
+        in result.stderr
+
+
+def test_it_refuses_a_token_without_six_decimals(chain: Chain) -> None:
+    # A bounty contract whose "token" is another bounty contract: it has no decimals() at all.
+    board, _ = _deploy(chain.w3, "BountyBoard", chain.account(0), chain.board.address)
+    result = run(process_env(chain, BOUNTY_CONTRACT_ADDRESS=board, BOUNTY_USDC_ADDRESS=chain.board.address))
+    assert result.returncode == 1
+    assert f"the token at BOUNTY_USDC_ADDRESS {chain.board.address.lower()} answered decimals() = nothing, not 6" \
+        in result.stderr
+
+
+def test_it_says_to_migrate_an_unmigrated_database(chain: Chain, tmp_path: Path) -> None:
+    result = run(process_env(chain, DATABASE_URL=f"sqlite:///{tmp_path / 'new.sqlite3'}"))
+    assert result.returncode == 1
+    assert "the database is not migrated (" in result.stderr
+    assert "run `manage.py migrate` first" in result.stderr
+    assert "Traceback" not in result.stderr and "no such table" not in result.stderr
+
+
+def test_an_unreachable_node_is_named_without_its_api_key(chain: Chain) -> None:
+    port = free_port()  # nothing listens there
+    result = run(process_env(chain, BOUNTY_RPC_URL=f"http://127.0.0.1:{port}/v2/sEcReT0123456789?key=hidden"))
+    assert result.returncode == 1
+    assert f"the node at http://127.0.0.1:{port}/v2/***?key=***: connection failed: ConnectError" in result.stderr
+    assert "sEcReT" not in result.stderr and "hidden" not in result.stderr  # nor in any log line
 
 
 def test_it_follows_the_chain_and_stops_cleanly_on_sigterm(chain: Chain) -> None:

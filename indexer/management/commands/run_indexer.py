@@ -8,6 +8,8 @@ from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import DatabaseError, connection
+from django.db.migrations.executor import MigrationExecutor
 
 from indexer.rpc import RpcError, interrupt_wait
 from indexer.sync import Indexer, IndexerConfig, IndexerError
@@ -35,6 +37,7 @@ class Command(BaseCommand):
 
         for signum in (signal.SIGINT, signal.SIGTERM):
             signal.signal(signum, on_signal)
+        require_migrated_database()
         try:
             indexer = Indexer(IndexerConfig.from_settings(), stop=stop)
             port: int | None = options["metrics_port"] or settings.BOUNTY_INDEXER_METRICS_PORT
@@ -47,3 +50,18 @@ class Command(BaseCommand):
             indexer.run()
         except (IndexerError, RpcError) as exc:
             raise CommandError(str(exc)) from exc
+
+
+def require_migrated_database() -> None:
+    """Stops with what to do when the database cannot be reached or lacks the service's tables,
+    instead of the first query's traceback."""
+    try:
+        executor = MigrationExecutor(connection)
+        unapplied = executor.migration_plan(executor.loader.graph.leaf_nodes())
+    except DatabaseError as exc:
+        raise CommandError(f"cannot use the database of DATABASE_URL: {exc}".strip()) from exc
+    if unapplied:
+        names = ", ".join(f"{migration.app_label}.{migration.name}" for migration, _ in unapplied[:3])
+        more = f" and {len(unapplied) - 3} more" if len(unapplied) > 3 else ""
+        raise CommandError(f"the database is not migrated ({names}{more} not applied): "
+                           "run `manage.py migrate` first")
