@@ -17,6 +17,9 @@ from django.core.exceptions import ImproperlyConfigured
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 _ADDRESS = re.compile(r"0x[0-9a-fA-F]{40}")
+# An origin as browsers send it in `Origin`: scheme, host name or [IPv6 address], optional port.
+_ORIGIN = re.compile(r"[a-z][a-z0-9+.-]*://(?:[a-z0-9-]+(?:\.[a-z0-9-]+)*|\[[0-9a-f:.]+\])(?::(\d{1,5}))?",
+                     re.IGNORECASE)
 
 
 def _raw(name: str, environ: Mapping[str, str] | None) -> str | None:
@@ -107,6 +110,21 @@ def env_list(name: str, default: list[str], *, environ: Mapping[str, str] | None
     if value is None:
         return list(default)
     return [item.strip() for item in value.split(",") if item.strip()]
+
+
+def env_origins(name: str, default: list[str], *, environ: Mapping[str, str] | None = None) -> list[str]:
+    """A comma-separated list of web origins (`scheme://host[:port]`, no path), lowercased as
+    browsers send them; or `*` alone, for any origin, returned as `["*"]`. `default` when unset."""
+    origins = env_list(name, default, environ=environ)
+    if "*" in origins:
+        if origins != ["*"]:
+            raise ImproperlyConfigured(f"{name} must be * alone or a list of origins, got {','.join(origins)!r}")
+        return origins
+    for origin in origins:
+        match = _ORIGIN.fullmatch(origin)
+        if match is None or int(match.group(1) or 0) > 65_535:
+            raise ImproperlyConfigured(f"{name} must list origins (scheme://host[:port], no path), got {origin!r}")
+    return [origin.lower() for origin in origins]
 
 
 def env_networks(name: str, default: list[str] | None = None, *,

@@ -22,6 +22,7 @@ from bountysite.env import (
     env_ip,
     env_list,
     env_networks,
+    env_origins,
     env_required,
     env_str,
     env_url,
@@ -57,6 +58,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "channels",
+    "corsheaders",
     "records",
     "indexer",
     "contracts",
@@ -65,6 +67,9 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "bountysite.access.AccessMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    # Before the rate limit: its 429s carry the CORS headers too (so a page can read Retry-After),
+    # and preflights are answered without spending the client's budget.
+    "corsheaders.middleware.CorsMiddleware",
     "records.api.ratelimit.RateLimitMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -186,8 +191,24 @@ BOUNTY_TRUSTED_PROXIES = env_networks("BOUNTY_TRUSTED_PROXIES")
 
 REST_FRAMEWORK = {
     "DEFAULT_RENDERER_CLASSES": [
+# The admin never spends that budget; its login and password-change POSTs have this one, per client.
+BOUNTY_ADMIN_LOGIN_RATE_LIMIT = env_int("BOUNTY_ADMIN_LOGIN_RATE_LIMIT", 10, minimum=0)
+BOUNTY_ADMIN_LOGIN_RATE_WINDOW_SECONDS = env_int("BOUNTY_ADMIN_LOGIN_RATE_WINDOW_SECONDS", 300, minimum=1)
         "records.api.renderers.OrjsonRenderer",
         "rest_framework.renderers.BrowsableAPIRenderer",
+# CORS (django-cors-headers; docs/api.md, Cross-origin requests): pages on the allowed origins may
+# read the public routes, the front page and the schema. Never the admin, /metrics or the docs
+# pages. Nothing is read from credentials, so none are allowed and `*` is a safe default.
+_cors_origins = env_origins("BOUNTY_CORS_ALLOWED_ORIGINS", ["*"])
+CORS_ALLOW_ALL_ORIGINS = _cors_origins == ["*"]
+CORS_ALLOWED_ORIGINS = [] if CORS_ALLOW_ALL_ORIGINS else _cors_origins
+CORS_ALLOW_CREDENTIALS = False
+CORS_URLS_REGEX = r"^/(?:health|(?:bounties|submissions|disputes)(?:/.*)?|api/schema/)?$"
+CORS_ALLOW_METHODS = ("GET", "HEAD", "OPTIONS")
+CORS_ALLOW_HEADERS = ("accept", "if-none-match")
+CORS_EXPOSE_HEADERS = ("ETag", "Retry-After", "X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset")
+CORS_PREFLIGHT_MAX_AGE = 7_200  # Chromium keeps a preflight's answer 2 h at most, whatever it is told
+
     ],
     "DEFAULT_PARSER_CLASSES": [],
     "DEFAULT_AUTHENTICATION_CLASSES": [],

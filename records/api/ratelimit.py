@@ -1,10 +1,25 @@
-"""HTTP rate limiting: a fixed window per client, counted in the shared cache.
+"""HTTP rate limits: fixed windows per client, counted in the shared cache.
 
-Every route but `/health` and `/metrics` counts, unknown routes included. Each counted response carries
-X-RateLimit-Limit, X-RateLimit-Remaining and X-RateLimit-Reset (Unix time when the window
-ends); over the limit the answer is 429 with Retry-After. The client is the peer address; the
-X-Forwarded-For chain is believed only as far as it runs through configured trusted proxies.
-With Redis configured, every worker process counts against the same budget.
+**The public budget** (BOUNTY_RATE_LIMIT requests per BOUNTY_RATE_WINDOW_SECONDS) counts every
+route but `/health`, `/metrics` and the admin, unknown routes included. Each counted response
+carries X-RateLimit-Limit, X-RateLimit-Remaining and X-RateLimit-Reset (Unix time when the window
+ends); over the limit the answer is 429 with Retry-After.
+
+**The admin** (`/admin/`) is the moderators', not the public's: it never spends the public budget,
+so busy API clients behind the moderators' proxy or NAT cannot lock them out of the review queue.
+Its two forms that check a password, the login and the password change, have a budget of their
+own against password guessing (and the CPU each attempt's password hash costs):
+BOUNTY_ADMIN_LOGIN_RATE_LIMIT POSTs per BOUNTY_ADMIN_LOGIN_RATE_WINDOW_SECONDS; over it the
+answer is 429 with Retry-After (no X-RateLimit-* headers: those describe the public budget). The
+rest of the admin is counted nowhere, on purpose: to anyone but a logged-in staff session every
+admin page answers a redirect to the login form (or the form itself), without reading a record,
+so an anonymous flood of admin URLs costs no more than one of `/health`; and a logged-in
+moderator is never refused. All this is decided by the path, before the session is read, so that
+the check costs no query.
+
+The client is the peer address; the X-Forwarded-For chain is believed only as far as it runs
+through configured trusted proxies. With Redis configured, every worker process counts against
+the same budgets.
 """
 
 from __future__ import annotations
@@ -13,15 +28,18 @@ import ipaddress
 import math
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from django.conf import settings
 from django.core.cache import caches
-from django.http import HttpRequest, HttpResponseBase
+from django.http import HttpRequest, HttpResponse, HttpResponseBase
 
 from bountysite.cache import RedisCache
 from records.api.errors import error_response
 
 EXEMPT_PATHS = frozenset({"/health", "/metrics"})
+ADMIN = "/admin"  # where bountysite/urls.py mounts the admin
+PASSWORD_FORMS = frozenset({"/admin/login/", "/admin/password_change/"})  # the admin's, as its URLs name them
 
 
 def _trusted(address: str) -> bool:
@@ -58,25 +76,60 @@ def _count(key: str, timeout: int) -> int:
         return 1
 
 
+@dataclass(frozen=True)
+class _Spent:
+    """A request counted in its client's current window of one budget."""
+
+    count: int  # this request's number in the window
+    reset: int  # Unix time when the window ends
+    retry_after: int  # whole seconds until then, at least 1
+
+
+def _spend(budget: str, client: str, window: int) -> _Spent:
+    """Counts one request of `client` against `budget`, in windows of `window` seconds that start
+    at multiples of it in Unix time."""
+    now = time.time()
+    window_start = int(now // window) * window
+    reset = window_start + window
+    count = _count(f"ratelimit:{budget}:{client}:{window_start}", timeout=window + 1)
+    return _Spent(count, reset, max(1, math.ceil(reset - now)))
+
+
+def _too_many(detail: str, spent: _Spent) -> HttpResponse:
+    """The 429, in the one error shape, with Retry-After."""
+    response = error_response(detail, 429)
+    response["Retry-After"] = str(spent.retry_after)
+    return response
+
+
 class RateLimitMiddleware:
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponseBase]) -> None:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponseBase:
-        if request.path in EXEMPT_PATHS or not settings.BOUNTY_RATE_LIMIT:
+        path = request.path
+        if path == ADMIN or path.startswith(ADMIN + "/"):
+            if request.method == "POST" and path in PASSWORD_FORMS and settings.BOUNTY_ADMIN_LOGIN_RATE_LIMIT:
+                return self._password_attempt(request)
+            return self.get_response(request)
+        if path in EXEMPT_PATHS or not settings.BOUNTY_RATE_LIMIT:
             return self.get_response(request)
         limit: int = settings.BOUNTY_RATE_LIMIT
         window: int = settings.BOUNTY_RATE_WINDOW_SECONDS
-        now = time.time()
-        window_start = int(now // window) * window
-        reset = window_start + window
-        count = _count(f"ratelimit:{client_address(request)}:{window_start}", timeout=window + 1)
-        if count > limit:
-            response: HttpResponseBase = error_response(f"rate limit of {limit} requests per {window} s exceeded", 429)
-            response["Retry-After"] = str(max(1, math.ceil(reset - now)))
+        spent = _spend("api", client_address(request), window)
+        if spent.count > limit:
+            response: HttpResponseBase = _too_many(f"rate limit of {limit} requests per {window} s exceeded", spent)
         else:
             response = self.get_response(request)
         response["X-RateLimit-Limit"] = str(limit)
-        response["X-RateLimit-Remaining"] = str(max(0, limit - count))
-        response["X-RateLimit-Reset"] = str(reset)
+        response["X-RateLimit-Remaining"] = str(max(0, limit - spent.count))
+        response["X-RateLimit-Reset"] = str(spent.reset)
         return response
+
+    def _password_attempt(self, request: HttpRequest) -> HttpResponseBase:
+        limit: int = settings.BOUNTY_ADMIN_LOGIN_RATE_LIMIT
+        window: int = settings.BOUNTY_ADMIN_LOGIN_RATE_WINDOW_SECONDS
+        spent = _spend("admin-login", client_address(request), window)
+        if spent.count > limit:
+            return _too_many(f"login rate limit of {limit} attempts per {window} s exceeded", spent)
+        return self.get_response(request)

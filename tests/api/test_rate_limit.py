@@ -1,4 +1,5 @@
-"""The HTTP rate limit: a fixed window per client on every route but /health.
+"""The HTTP rate limits: the public budget, a fixed window per client on every route but /health
+and the admin, and the admin's password forms' budget of their own.
 
 Time is travelled by replacing the `time` module seen by records.api.ratelimit with a clock
 that the test sets; nothing else in the process sees it.
@@ -13,6 +14,7 @@ from typing import Any
 import pytest
 from django.http import HttpResponseBase
 from django.test import Client
+from django.urls import reverse
 
 from records.api import ratelimit
 from records.models import Deployment
@@ -22,6 +24,8 @@ LIMIT = 3
 WINDOW = 10
 START = 1_800_000_000.25  # inside the window [1_800_000_000, 1_800_000_010)
 WINDOW_END = 1_800_000_010
+LOGIN_LIMIT = 2
+LOGIN_WINDOW = 30  # the window [1_800_000_000, 1_800_000_030)
 
 
 class Clock:
@@ -36,6 +40,8 @@ class Clock:
 def limited(api_settings: Any) -> None:
     api_settings.BOUNTY_RATE_LIMIT = LIMIT
     api_settings.BOUNTY_RATE_WINDOW_SECONDS = WINDOW
+    api_settings.BOUNTY_ADMIN_LOGIN_RATE_LIMIT = LOGIN_LIMIT
+    api_settings.BOUNTY_ADMIN_LOGIN_RATE_WINDOW_SECONDS = LOGIN_WINDOW
 
 
 @pytest.fixture
@@ -181,3 +187,58 @@ def test_without_x_forwarded_for_a_trusted_proxy_is_the_client(api: Client, cloc
         call(api, "/bounties")
     assert_limited(call(api, "/bounties"), retry_after=10)
     assert call(api, "/bounties", forwarded="198.51.100.7").status_code == 200
+
+
+def test_the_admins_paths_are_where_the_admin_is_mounted() -> None:
+    assert reverse("admin:index") == ratelimit.ADMIN + "/"
+    assert {reverse("admin:login"), reverse("admin:password_change")} == ratelimit.PASSWORD_FORMS
+
+
+@pytest.mark.parametrize(("path", "method"), [
+    ("/admin", "get"), ("/admin/", "get"), ("/admin/login/", "get"), ("/admin/records/dispute/", "get"),
+    ("/admin/no/such/page/", "get"), ("/admin/logout/", "post"), ("/admin/records/moderatornote/add/", "post"),
+])
+def test_the_admin_spends_nothing_of_the_public_budget(api: Client, clock: Clock, active: Deployment, path: str,
+                                                       method: str) -> None:
+    for _ in range(LIMIT + 2):
+        response = call(api, path, method=method)
+        assert response.status_code in (200, 301, 302)
+        assert "X-RateLimit-Limit" not in response and "Retry-After" not in response
+    assert rate_headers(call(api, "/bounties")) == (str(LIMIT), str(LIMIT - 1), str(WINDOW_END))
+
+
+def assert_login_limited(response: HttpResponseBase, retry_after: int) -> None:
+    assert response.status_code == 429
+    assert json.loads(response.content) == {  # type: ignore[attr-defined]
+        "detail": f"login rate limit of {LOGIN_LIMIT} attempts per {LOGIN_WINDOW} s exceeded"}
+    assert response["Content-Type"].startswith("application/json")
+    assert response["Retry-After"] == str(retry_after)
+    assert "X-RateLimit-Limit" not in response  # those describe the public budget
+
+
+@pytest.mark.parametrize("form", ["/admin/login/", "/admin/password_change/"])
+def test_the_admins_password_forms_have_a_budget_of_their_own(api: Client, clock: Clock, active: Deployment,
+                                                              form: str) -> None:
+    for _ in range(LOGIN_LIMIT):
+        assert call(api, form, method="post").status_code in (200, 302)
+    assert_login_limited(call(api, form, method="post"), retry_after=LOGIN_WINDOW)
+    assert call(api, form).status_code in (200, 302)  # showing the form is no attempt
+    assert rate_headers(call(api, "/bounties"))[1] == str(LIMIT - 1)
+    assert call(api, form, method="post", peer="10.0.0.2").status_code in (200, 302)
+
+
+def test_both_password_forms_spend_one_budget_until_its_window_ends(api: Client, clock: Clock,
+                                                                    active: Deployment) -> None:
+    call(api, "/admin/login/", method="post")
+    call(api, "/admin/password_change/", method="post")
+    clock.now = START + LOGIN_WINDOW - 1
+    assert_login_limited(call(api, "/admin/login/", method="post"), retry_after=1)
+    clock.now = START + LOGIN_WINDOW
+    assert call(api, "/admin/login/", method="post").status_code == 200
+
+
+def test_a_login_limit_of_zero_turns_it_off(api: Client, clock: Clock, active: Deployment,
+                                            api_settings: Any) -> None:
+    api_settings.BOUNTY_ADMIN_LOGIN_RATE_LIMIT = 0
+    for _ in range(LOGIN_LIMIT + 2):
+        assert call(api, "/admin/login/", method="post").status_code == 200

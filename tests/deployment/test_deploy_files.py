@@ -1,6 +1,7 @@
 """The examples in deploy/ agree with the service: the alert rules and the Grafana dashboard use
 only metric names the processes expose, the dashboard shows every one of them, Prometheus scrapes
-the ports the units and nginx use, and nginx does not route /metrics."""
+the ports the units and nginx use, nginx does not route /metrics, and the environment example
+names only variables the settings read, every required one among them, with no secret in it."""
 
 from __future__ import annotations
 
@@ -8,11 +9,15 @@ import json
 import re
 from pathlib import Path
 
+import pytest
 import yaml
+from django.test import override_settings
 from prometheus_client import REGISTRY, CollectorRegistry
 
+import bountysite.settings
 import records.metrics  # noqa: F401 (registers the web metrics)
 from indexer.metrics import IndexerMetrics
+from indexer.sync import IndexerConfig
 
 DEPLOY = Path(__file__).resolve().parent.parent.parent / "deploy"
 NAME = re.compile(r"\bbounty_[a-z_]+")
@@ -66,3 +71,51 @@ def test_prometheus_scrapes_the_ports_of_the_units_and_nginx_hides_metrics() -> 
     assert "run_indexer --metrics-port %i" in (DEPLOY / "bounty-indexer@.service").read_text()
     assert "--port %i" in (DEPLOY / "bounty-web@.service").read_text()
     assert all(re.fullmatch(r"127\.0\.0\.1:\d+", target) for target in targets["bounty-indexer"])
+
+
+ENV_READ = re.compile(r'\benv_([a-z]+)\(\s*"([A-Z][A-Z0-9_]*)"')  # a typed reader's call in settings.py: (reader, name)
+
+
+def env_example() -> tuple[dict[str, str], set[str]]:
+    """deploy/bounty.env.example: its NAME=value lines, and the names only shown, commented out."""
+    text = (DEPLOY / "bounty.env.example").read_text()
+    active = dict(re.findall(r"^([A-Z][A-Z0-9_]*)=(.*)$", text, re.M))
+    shown = set(re.findall(r"^#([A-Z][A-Z0-9_]*)=", text, re.M))
+    return active, shown
+
+
+def settings_source() -> str:
+    return Path(bountysite.settings.__file__).read_text()
+
+
+def test_the_env_example_names_only_variables_the_settings_read() -> None:
+    read = {name for _, name in ENV_READ.findall(settings_source())}
+    active, shown = env_example()
+    assert set(active) | shown <= read, (set(active) | shown) - read
+    assert not set(active) & shown
+
+
+def test_the_env_example_sets_every_required_variable() -> None:
+    source = settings_source()
+    required = {name for reader, name in ENV_READ.findall(source) if reader == "required"}
+    required |= set(re.findall(r'"([A-Z][A-Z0-9_]*) is required', source))  # required unless DJANGO_DEBUG
+    with override_settings(BOUNTY_RPC_URL=None, BOUNTY_CONTRACT_ADDRESS=None, BOUNTY_USDC_ADDRESS=None), \
+            pytest.raises(RuntimeError, match="missing configuration") as missing:  # the indexer's IndexerError
+        IndexerConfig.from_settings()
+    indexer_required = re.search(r"missing configuration: ([A-Z0-9_, ]+)", str(missing.value))
+    assert indexer_required is not None
+    required |= set(re.findall(r"[A-Z][A-Z0-9_]*", indexer_required.group(1)))
+    # Not required by the code, but a real chain's: which chain, and where the contract begins.
+    required |= {"BOUNTY_CHAIN_ID", "BOUNTY_START_BLOCK"}
+    assert {"DJANGO_SECRET_KEY", "DJANGO_ALLOWED_HOSTS", "BOUNTY_RPC_URL"} <= required
+    active, _ = env_example()
+    assert required <= set(active), required - set(active)
+
+
+def test_the_env_example_holds_placeholders_where_secrets_go() -> None:
+    active, _ = env_example()
+    assert re.fullmatch(r"https://<[^>]+>/<your API key>", active["BOUNTY_RPC_URL"])
+    assert re.fullmatch(r"<[^>]+>", active["DJANGO_SECRET_KEY"])
+    assert "<database password>@" in active["DATABASE_URL"]
+    for name in ("BOUNTY_CONTRACT_ADDRESS", "BOUNTY_USDC_ADDRESS", "BOUNTY_START_BLOCK"):
+        assert re.fullmatch(r"<[^>]+>", active[name]), name

@@ -5,7 +5,16 @@ from __future__ import annotations
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from bountysite.env import env_address, env_bool, env_int, env_list, env_required, env_str, env_url
+from bountysite.env import (
+    env_address,
+    env_bool,
+    env_int,
+    env_list,
+    env_origins,
+    env_required,
+    env_str,
+    env_url,
+)
 
 
 @pytest.mark.parametrize(("raw", "expected"), [("1", True), ("TRUE", True), ("yes", True), ("On", True),
@@ -58,3 +67,24 @@ def test_env_url_checks_the_scheme() -> None:
     assert env_url("U", None, schemes=("redis",), environ={"U": "redis://127.0.0.1:6379/0"})
     with pytest.raises(ImproperlyConfigured, match="U must be a URL starting with redis://"):
         env_url("U", None, schemes=("redis",), environ={"U": "127.0.0.1:6379"})
+
+
+def test_env_origins_reads_star_alone_or_origins_as_browsers_send_them() -> None:
+    assert env_origins("O", ["*"], environ={}) == ["*"]
+    assert env_origins("O", ["*"], environ={"O": " * "}) == ["*"]
+    raw = "HTTPS://Front.Example.org, http://127.0.0.1:8080,http://[::1]:3000"
+    assert env_origins("O", ["*"], environ={"O": raw}) == [
+        "https://front.example.org", "http://127.0.0.1:8080", "http://[::1]:3000"]
+
+
+@pytest.mark.parametrize("raw", ["https://front.example.org/", "front.example.org", "https://front.example.org/app",
+                                 "https://front.example.org?x=1", "https://user@front.example.org",
+                                 "http://127.0.0.1:70000", "http://127.0.0.1:", "null"])
+def test_env_origins_rejects_what_is_not_an_origin_naming_the_variable(raw: str) -> None:
+    with pytest.raises(ImproperlyConfigured, match=r"O must list origins \(scheme://host\[:port\], no path\), got"):
+        env_origins("O", ["*"], environ={"O": f"https://ok.example.org,{raw}"})
+
+
+def test_env_origins_refuses_star_among_origins() -> None:
+    with pytest.raises(ImproperlyConfigured, match=r"O must be \* alone or a list of origins"):
+        env_origins("O", ["*"], environ={"O": "https://front.example.org, *"})
