@@ -43,7 +43,7 @@ class EventsConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]
             WS_OPEN.dec()
             if self.stream is not None:
                 self.stream.cancel()
-            await self.slot.release()
+            self.slot.release()
 
     async def connect(self) -> None:
         await self.accept()

@@ -1,31 +1,59 @@
 """The limits of the websocket `/ws/events` (docs/api.md, Limits and close codes), each closing
 with 1008.
 
-Connections are counted per process (BOUNTY_WS_MAX_CONNECTIONS) and per client address
-(BOUNTY_WS_MAX_CONNECTIONS_PER_CLIENT, in the cache, so with Redis every process shares the
-count); messages from a client are limited in number per window and in size. The client address
-is found as the HTTP rate limiter finds it: X-Forwarded-For is believed only from trusted proxies.
+Connections are capped per process (BOUNTY_WS_MAX_CONNECTIONS) and per client address
+(BOUNTY_WS_MAX_CONNECTIONS_PER_CLIENT, shared by every process with Redis). Both caps count the
+open connections themselves, never a counter that a lost or missed decrement would leave too high:
+
+- Each process keeps its open connections, by client address, in memory; they are added and
+  removed without an await in between, so concurrent connections cannot race. They answer the
+  per-process cap, and the per-client cap when there is no Redis (each process then counts alone).
+- With Redis, a client's connections are the members of a sorted set (`ws:connections:<address>`),
+  each scored with the time it expires at. One Lua script admits a connection: it drops the
+  expired members, counts the others and adds the new one if the count is under the cap. The
+  connection's process removes it when it closes, and renews the expiry of all its connections
+  every RENEW_SECONDS (adding back any a flush of Redis lost), so the members of a process that
+  died without removing them (killed, its host lost) stop counting within ENTRY_SECONDS.
+
+A slot is given back however the connection ends: the client's close, the server's 1008 (a
+refusal, a flood of messages, a client too slow to read), a dropped TCP connection, or daphne
+cancelling the application. The release is synchronous, so no cancellation can interrupt it: it
+drops the connection from memory and queues its removal from Redis, which one thread makes in
+order behind the connection's admission. At the process's exit, what it still holds in Redis is
+removed (daphne may stop without ending its applications).
+
+Messages from a client are limited in number per window and in size. The client address is found
+as the HTTP rate limiter finds it: X-Forwarded-For is believed only from trusted proxies.
 """
 
 from __future__ import annotations
 
-import contextlib
+import asyncio
+import atexit
+import itertools
+import logging
 import time
-from collections import deque
+import uuid
+from collections import defaultdict, deque
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from django.conf import settings
-from django.core.cache import cache
+from django.core.cache import caches
 from django.http import HttpRequest
 
+from bountysite.cache import RedisCache
 from records.api.ratelimit import client_address
+
+logger = logging.getLogger(__name__)
 
 POLICY_VIOLATION = 1008
 INTERNAL_ERROR = 1011
-# A process killed without releasing its slots leaves them counted until the key expires, an
-# hour after the client's last connection (a count that expires under open connections errs
-# on the side of admitting).
-_COUNT_TIMEOUT = 3600
+RENEW_SECONDS = 20.0  # how often a process renews its connections' entries in Redis
+ENTRY_SECONDS = 60.0  # how long an entry counts without being renewed: its process died
+
+_PROCESS = uuid.uuid4().hex[:12]  # connection IDs are unique across processes and hosts
+_connection_ids = itertools.count(1)
 
 
 def scope_client_address(scope: dict[str, Any]) -> str:
@@ -42,39 +70,139 @@ def scope_client_address(scope: dict[str, Any]) -> str:
 class ConnectionSlot:
     """One connection's place under the per-process and per-client caps."""
 
-    in_process = 0
-
     def __init__(self, address: str) -> None:
-        self.key = f"ws:connections:{address}"
-        self._process_held = False
-        self._client_held = False
+        self.address = address
+        self.key = f"ws:connections:{address}"  # the client's set in Redis
+        self.member = f"{_PROCESS}:{next(_connection_ids)}"
+        self.shared: RedisCache | None = None  # where the connection is being admitted or is counted
+        self.admitted = False
 
     async def acquire(self) -> bool:
-        """Takes the slot; False when a cap is reached. `release()` gives back whatever was taken."""
-        if ConnectionSlot.in_process >= settings.BOUNTY_WS_MAX_CONNECTIONS:
+        """Takes the slot; False when a cap is reached (nothing is then held). `release()` gives
+        back whatever was taken, also when the acquisition is interrupted."""
+        shared = _shared_count()
+        if len(_open) >= settings.BOUNTY_WS_MAX_CONNECTIONS or (
+                shared is None and _open.of(self.address) >= settings.BOUNTY_WS_MAX_CONNECTIONS_PER_CLIENT):
             return False
-        ConnectionSlot.in_process += 1
-        self._process_held = True
-        if await cache.aadd(self.key, 1, timeout=_COUNT_TIMEOUT):
-            count = 1
-        else:
-            try:
-                count = await cache.aincr(self.key)
-                await cache.atouch(self.key, timeout=_COUNT_TIMEOUT)
-            except ValueError:  # expired between add and incr
-                await cache.aadd(self.key, 1, timeout=_COUNT_TIMEOUT)
-                count = 1
-        self._client_held = True
-        return count <= settings.BOUNTY_WS_MAX_CONNECTIONS_PER_CLIENT
+        _open.add(self)
+        if shared is None:
+            self.admitted = True
+            return True
+        self.shared = shared
+        _renewal.start()
+        self.admitted = await asyncio.get_running_loop().run_in_executor(
+            _redis_calls, shared.add_capped, self.key, self.member, settings.BOUNTY_WS_MAX_CONNECTIONS_PER_CLIENT,
+            ENTRY_SECONDS)
+        if not self.admitted:
+            _open.discard(self)
+        return self.admitted
 
-    async def release(self) -> None:
-        if self._process_held:
-            ConnectionSlot.in_process -= 1
-            self._process_held = False
-        if self._client_held:
-            self._client_held = False
-            with contextlib.suppress(ValueError):  # expired meanwhile: nothing left to give back
-                await cache.adecr(self.key)
+    def release(self) -> None:
+        """Gives the slot back (nothing if none is held). Synchronous, so that no cancellation can
+        interrupt it: the removal from Redis is queued behind the admission and any renewal
+        already queued, so it reaches Redis after them."""
+        if not _open.discard(self) or self.shared is None:
+            return
+        _redis_calls.submit(self.shared.remove_members, {self.key: [self.member]}).add_done_callback(
+            _log_failed_removal)
+
+
+def _shared_count() -> RedisCache | None:
+    """The cache the processes share the per-client count through; None without Redis."""
+    shared = caches["default"]
+    return shared if isinstance(shared, RedisCache) else None
+
+
+def _log_failed_removal(removal: Future[None]) -> None:
+    if not removal.cancelled() and (error := removal.exception()) is not None:
+        logger.warning("could not remove a websocket connection from the shared count; it stops counting "
+                       "within %s s", ENTRY_SECONDS, exc_info=error)
+
+
+class _OpenConnections:
+    """This process's open connections (admitted, or being admitted), by client address."""
+
+    def __init__(self) -> None:
+        self._by_address: defaultdict[str, set[ConnectionSlot]] = defaultdict(set)
+        self._count = 0
+
+    def __len__(self) -> int:
+        return self._count
+
+    def of(self, address: str) -> int:
+        slots = self._by_address.get(address)
+        return len(slots) if slots else 0
+
+    def add(self, slot: ConnectionSlot) -> None:
+        self._by_address[slot.address].add(slot)
+        self._count += 1
+
+    def discard(self, slot: ConnectionSlot) -> bool:
+        """Removes the slot; False if it was not there."""
+        slots = self._by_address.get(slot.address)
+        if slots is None or slot not in slots:
+            return False
+        slots.remove(slot)
+        if not slots:
+            del self._by_address[slot.address]
+        self._count -= 1
+        return True
+
+    def shared_members(self) -> dict[str, list[str]]:
+        """The members in Redis of the connections admitted there, by key."""
+        members: dict[str, list[str]] = {}
+        for slots in self._by_address.values():
+            for slot in slots:
+                if slot.admitted and slot.shared is not None:
+                    members.setdefault(slot.key, []).append(slot.member)
+        return members
+
+
+class _Renewal:
+    """Renews this process's entries in Redis every RENEW_SECONDS, from its first admission on."""
+
+    def __init__(self) -> None:
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        if self._task is None or self._task.done() or self._task.get_loop() is not asyncio.get_running_loop():
+            self._task = asyncio.create_task(self._run())
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(RENEW_SECONDS)
+            shared = _shared_count()
+            members = _open.shared_members()
+            if shared is None or not members:
+                continue
+            try:
+                await loop.run_in_executor(_redis_calls, shared.renew_members, members, ENTRY_SECONDS)
+            except Exception:
+                logger.warning("could not renew the websocket connections in the shared count; retrying in %s s",
+                               RENEW_SECONDS, exc_info=True)
+
+
+_open = _OpenConnections()
+_renewal = _Renewal()
+# One thread makes every call to Redis, in the order they are made: a removal then never
+# overtakes its connection's admission, nor a renewal that still lists the connection. (It
+# also keeps admissions first come, first served.)
+_redis_calls = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ws-connection-count")
+
+
+@atexit.register
+def _remove_all_shared() -> None:
+    """Removes this process's entries from Redis at its exit, for the connections it did not end
+    (daphne may stop without ending its applications)."""
+    shared = _shared_count()
+    members = _open.shared_members()
+    if shared is not None and members:
+        try:
+            shared.remove_members(members)
+        except Exception:
+            logger.warning("could not remove this process's websocket connections from the shared count; they "
+                           "stop counting within %s s", ENTRY_SECONDS, exc_info=True)
 
 
 class MessageBudget:

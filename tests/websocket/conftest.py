@@ -26,12 +26,13 @@ from tests.servers import PROJECT_DIR, Server, start_daphne, stop
 
 @pytest.fixture
 def servers(chain: Chain) -> Iterator[Callable[..., Server]]:
-    """Starts daphne processes of the service (extra environment as keywords) on the test database."""
+    """Starts daphne processes of the service (extra environment as keywords) on the test database,
+    serving `application` (the service's unless told)."""
     started: list[Server] = []
     cache.clear()  # connection counts of servers killed by earlier tests (shared with Redis)
 
-    def serve(**extra: str) -> Server:
-        server = start_daphne(process_env(chain, **{"BOUNTY_WS_POLL_MS": "50", **extra}))
+    def serve(application: str = "bountysite.asgi:application", **extra: str) -> Server:
+        server = start_daphne(process_env(chain, **{"BOUNTY_WS_POLL_MS": "50", **extra}), application)
         started.append(server)
         return server
 
