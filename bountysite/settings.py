@@ -151,12 +151,16 @@ BOUNTY_CONTRACT_ADDRESS = env_address("BOUNTY_CONTRACT_ADDRESS")
 BOUNTY_USDC_ADDRESS = env_address("BOUNTY_USDC_ADDRESS")
 BOUNTY_RPC_URL = env_url("BOUNTY_RPC_URL", None, schemes=("http", "https"))
 BOUNTY_START_BLOCK = env_int("BOUNTY_START_BLOCK", 0, minimum=0)
-BOUNTY_CONFIRMATIONS = env_int("BOUNTY_CONFIRMATIONS", 12, minimum=0, maximum=10_000)
+BOUNTY_CONFIRMATIONS = env_int("BOUNTY_CONFIRMATIONS", 0, minimum=0, maximum=10_000)  # reorganisations are undone
 BOUNTY_HEALTH_HEARTBEAT_SECONDS = env_int("BOUNTY_HEALTH_HEARTBEAT_SECONDS", 60, minimum=1)
 BOUNTY_HEALTH_MAX_LAG_BLOCKS = env_int("BOUNTY_HEALTH_MAX_LAG_BLOCKS", 10, minimum=0)
 BOUNTY_GETLOGS_MAX_BLOCKS = env_int("BOUNTY_GETLOGS_MAX_BLOCKS", 50_000, minimum=1)
-BOUNTY_INDEXER_POLL_SECONDS = env_int("BOUNTY_INDEXER_POLL_MS", 2_000, minimum=50, maximum=600_000) / 1000
+BOUNTY_INDEXER_POLL_SECONDS = env_int("BOUNTY_INDEXER_POLL_MS", 250, minimum=50, maximum=600_000) / 1000
 BOUNTY_RPC_TIMEOUT_SECONDS = env_int("BOUNTY_RPC_TIMEOUT_SECONDS", 20, minimum=1, maximum=600)  # per request
+# Requests to the node in flight at most (the indexer adapts below it), and the plan's budget of
+# calls per second, each call of a batch counted (unset: none, the node's 429s are the limit).
+BOUNTY_RPC_MAX_CONCURRENCY = env_int("BOUNTY_RPC_MAX_CONCURRENCY", 16, minimum=1, maximum=256)
+BOUNTY_RPC_MAX_REQUESTS_PER_SECOND = env_int("BOUNTY_RPC_MAX_REQUESTS_PER_SECOND", None, minimum=1)
 # A backfill that will add more rows than the record tables hold builds their secondary indexes
 # after catching up (indexer.indexes): auto decides so, always / never force it.
 BOUNTY_DEFER_INDEXES = env_choice("BOUNTY_DEFER_INDEXES", "auto", choices=("auto", "always", "never"))
@@ -187,15 +191,11 @@ BOUNTY_WS_POLL_SECONDS = env_int("BOUNTY_WS_POLL_MS", 50, minimum=10, maximum=60
 BOUNTY_API_CACHE_SECONDS = env_int("BOUNTY_API_CACHE_SECONDS", 300, minimum=0)
 BOUNTY_RATE_LIMIT = env_int("BOUNTY_RATE_LIMIT", 600, minimum=0)
 BOUNTY_RATE_WINDOW_SECONDS = env_int("BOUNTY_RATE_WINDOW_SECONDS", 60, minimum=1)
-BOUNTY_TRUSTED_PROXIES = env_networks("BOUNTY_TRUSTED_PROXIES")
-
-REST_FRAMEWORK = {
-    "DEFAULT_RENDERER_CLASSES": [
 # The admin never spends that budget; its login and password-change POSTs have this one, per client.
 BOUNTY_ADMIN_LOGIN_RATE_LIMIT = env_int("BOUNTY_ADMIN_LOGIN_RATE_LIMIT", 10, minimum=0)
 BOUNTY_ADMIN_LOGIN_RATE_WINDOW_SECONDS = env_int("BOUNTY_ADMIN_LOGIN_RATE_WINDOW_SECONDS", 300, minimum=1)
-        "records.api.renderers.OrjsonRenderer",
-        "rest_framework.renderers.BrowsableAPIRenderer",
+BOUNTY_TRUSTED_PROXIES = env_networks("BOUNTY_TRUSTED_PROXIES")
+
 # CORS (django-cors-headers; docs/api.md, Cross-origin requests): pages on the allowed origins may
 # read the public routes, the front page and the schema. Never the admin, /metrics or the docs
 # pages. Nothing is read from credentials, so none are allowed and `*` is a safe default.
@@ -209,6 +209,10 @@ CORS_ALLOW_HEADERS = ("accept", "if-none-match")
 CORS_EXPOSE_HEADERS = ("ETag", "Retry-After", "X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset")
 CORS_PREFLIGHT_MAX_AGE = 7_200  # Chromium keeps a preflight's answer 2 h at most, whatever it is told
 
+REST_FRAMEWORK = {
+    "DEFAULT_RENDERER_CLASSES": [
+        "records.api.renderers.OrjsonRenderer",
+        "rest_framework.renderers.BrowsableAPIRenderer",
     ],
     "DEFAULT_PARSER_CLASSES": [],
     "DEFAULT_AUTHENTICATION_CLASSES": [],

@@ -1,10 +1,17 @@
 """A JSON-RPC client that tells transient failures from deterministic ones.
 
 Transient (retried with capped exponential backoff and jitter): timeouts, connection resets,
-HTTP 429 and 5xx, bodies that are not JSON (truncated), and JSON-RPC errors that say "rate
-limit" or "try again". Deterministic (raised at once, `RpcError`): any other JSON-RPC error or
-HTTP status. A getLogs range the node refuses raises `RangeTooLarge`, carrying the span or
-the end block the node's message allows, where it names one.
+HTTP 429 and 5xx, bodies that are not JSON (truncated), answers missing a call, and JSON-RPC
+errors that say "rate limit" or "try again". A rate limit is never fatal: it is retried for as
+long as the indexer runs, after the node's Retry-After, with fewer requests in flight
+(indexer.pacing). Deterministic (raised at once, `RpcError`): any other JSON-RPC error or HTTP
+status. A getLogs range the node refuses raises `RangeTooLarge`, carrying the span or the end
+block the node's message allows, where it names one.
+
+Batches adapt to the node: one the node refuses for its size (`BatchTooLarge`: "batch of 60
+requests exceeds the limit of 10", or no batches at all) is split, and later batches keep to
+the size it allowed; a batch the plan's budget cannot admit in one second is split before it
+is sent, and one that keeps meeting rate limits is halved.
 
 Every call and every failure is tallied (`RpcTally`) for the indexer's metrics. A stop request
 (`stop`, set by SIGTERM) ends a wait between retries at once, and ends a wait for an answer
@@ -14,6 +21,7 @@ signal (PEP 475), so only an exception raised by the handler ends it.
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import random
@@ -28,46 +36,23 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import httpx
 import orjson
 
+from indexer.errors import (
+    BatchTooLarge,
+    RangeTooLarge,
+    RetriesExhausted,
+    RpcError,
+    Stopped,
+    TransientRpcError,
+)
+from indexer.pacing import Pacer, Ticket
+
+__all__ = ["BatchTooLarge", "RangeTooLarge", "RetriesExhausted", "RpcError", "Stopped", "TransientRpcError"]
+
 logger = logging.getLogger(__name__)
 
 
 # The kinds of failure the metrics count (bounty_indexer_rpc_errors_total{kind}).
-ERROR_KINDS = ("timeout", "rate_limited", "server_error", "range_limit", "other")
-
-
-class RpcError(Exception):
-    """A deterministic failure: retrying the same request would fail the same way."""
-
-    kind = "other"
-
-    def __init__(self, message: str, *, code: int | None = None, data: Any = None) -> None:
-        super().__init__(message)
-        self.code = code
-        self.data = data
-
-
-class TransientRpcError(Exception):
-    """A failure that may pass on retry (network, overload, a truncated answer)."""
-
-    def __init__(self, message: str, *, retry_after: float | None = None, kind: str = "other") -> None:
-        super().__init__(message)
-        self.retry_after = retry_after
-        self.kind = kind
-
-
-class RangeTooLarge(RpcError):
-    """The node refused a getLogs range: too many blocks or too many results."""
-
-    kind = "range_limit"
-
-    def __init__(self, message: str, *, max_span: int | None, suggested_to: int | None, **kwargs: Any) -> None:
-        super().__init__(message, **kwargs)
-        self.max_span = max_span
-        self.suggested_to = suggested_to
-
-
-class Stopped(Exception):
-    """The indexer was asked to stop while it waited for the node (for an answer or to retry)."""
+ERROR_KINDS = ("timeout", "rate_limited", "server_error", "range_limit", "batch_limit", "other")
 
 
 _answer_awaited = False  # the main thread waits for the node's answer (see interrupt_wait)
@@ -116,16 +101,19 @@ class RpcTally:
         return taken
 
 
-class RetriesExhausted(RpcError):
-    """A transient failure that kept happening after every retry."""
-
-
 _RANGE_HINTS = re.compile(
     r"block range|range (?:is )?too (?:large|wide|big)|too many (?:results|logs|blocks)|returned more than|"
     r"response size|max(?:imum)? results|exceeds? max|range limit|limited to a|query timeout|limit exceeded|"
     r"exceeds? (?:the )?limit",
     re.IGNORECASE,
 )
+_BATCH_HINTS = re.compile(
+    r"batch.*(?:limit|exceed|too (?:large|big|many)|not (?:supported|allowed|permitted)|max|disabled)|"
+    r"(?:limit|exceed|too (?:large|big|many)|maximum|max).*batch",
+    re.IGNORECASE,
+)
+_BATCH_LIMIT = re.compile(r"(?:limit|maximum|max)(?: size)?(?: of| is|:)?\s*(\d+)", re.IGNORECASE)
+_NO_BATCHES = re.compile(r"not (?:supported|allowed|permitted)|disabled", re.IGNORECASE)
 _TRANSIENT_HINTS = re.compile(
     r"rate limit|too many requests|try again|temporarily|timeout|timed out|header not found|busy|overload",
     re.IGNORECASE,
@@ -171,6 +159,12 @@ def classify_error(error: dict[str, Any]) -> Exception:
     code = error.get("code")
     data = error.get("data")
     detail = f"{message} {json.dumps(data) if data is not None else ''}"
+    if _BATCH_HINTS.search(message):
+        if _NO_BATCHES.search(message):
+            return BatchTooLarge(f"the node serves no batches: {message}", max_size=1, code=code, data=data)
+        limit = _BATCH_LIMIT.search(message)
+        return BatchTooLarge(f"the node refused a batch: {message}", max_size=int(limit.group(1)) if limit else None,
+                             code=code, data=data)
     if _RANGE_HINTS.search(detail) and not re.search(r"rate limit|too many requests", detail, re.IGNORECASE):
         suggested_to: int | None = None
         if isinstance(data, dict) and re.fullmatch(r"0x[0-9a-fA-F]+|\d+", str(data.get("to", ""))):
@@ -187,6 +181,10 @@ def classify_error(error: dict[str, Any]) -> Exception:
         kind = "rate_limited" if limited else "timeout" if timeout else "server_error"
         return TransientRpcError(f"JSON-RPC error {code}: {message}", kind=kind)
     return RpcError(f"JSON-RPC error {code}: {message}", code=code, data=data)
+
+
+MAX_BATCH = 200  # calls per request at most, unless the node or the budget admits fewer
+RATE_LIMITED_SPLIT = 3  # rate limits in a row that halve a batch (too large for the plan)
 
 
 @dataclass
@@ -216,7 +214,8 @@ def _json_rpc_error(response: httpx.Response) -> dict[str, Any] | None:
 
 
 class RpcClient:
-    """JSON-RPC over HTTP(S), single calls and batches, retrying transient failures.
+    """JSON-RPC over HTTP(S), single calls and batches, retrying transient failures; safe to use
+    from several threads at once, which `pacer` keeps within the node's limits.
 
     `timeout` bounds each request (BOUNTY_RPC_TIMEOUT_SECONDS). Once `stop` is set, a wait
     between retries ends at once and no further request is sent: both raise Stopped."""
@@ -229,24 +228,32 @@ class RpcClient:
         backoff: Backoff | None = None,
         sleep: Callable[[float], None] | None = None,
         stop: threading.Event | None = None,
+        pacer: Pacer | None = None,
+        max_batch: int = MAX_BATCH,
     ) -> None:
         self.url = url
         self.node = redact_url(url)  # the URL may hold an API key: messages name this instead
         self.timeout = timeout
         self.backoff = backoff or Backoff()
         self.stop = stop or threading.Event()
+        self.pacer = pacer or Pacer()
+        budget = self.pacer.max_batch()
+        self.max_batch = max(1, min(max_batch, budget) if budget is not None else max_batch)  # calls per request
         self._given_sleep = sleep
-        self._http = httpx.Client(timeout=httpx.Timeout(timeout), headers={"Content-Type": "application/json"})
-        self._next_id = 1
+        self._http = httpx.Client(timeout=httpx.Timeout(timeout), headers={"Content-Type": "application/json"},
+                                  limits=httpx.Limits(max_connections=None, max_keepalive_connections=64))
+        self._ids = itertools.count(1)
+        self._ids_lock = threading.Lock()
         self.tally = RpcTally()
 
     def close(self) -> None:
         self._http.close()
 
     def fresh(self) -> RpcClient:
-        """A client with the same settings and connections of its own (for another process)."""
+        """A client with the same settings and connections of its own (for another process); the
+        budget and a pause the node asked for stay shared (indexer.pacing)."""
         return RpcClient(self.url, timeout=self.timeout, backoff=self.backoff, sleep=self._given_sleep,
-                         stop=self.stop)
+                         stop=self.stop, pacer=self.pacer, max_batch=self.max_batch)
 
     def _sleep(self, seconds: float) -> None:
         if self._given_sleep is not None:
@@ -259,12 +266,30 @@ class RpcClient:
         return self.batch([(method, params)])[0]
 
     def batch(self, calls: Sequence[tuple[str, Sequence[Any]]]) -> list[Any]:
-        """Several calls in one request; results in the order of `calls`.
+        """Several calls, in as few requests as the node admits; results in the order of `calls`.
 
         An error in any call raises its classified exception (after retries if transient)."""
-        if not calls:
-            return []
-        attempt = 0
+        results: list[Any] = []
+        start = 0
+        while start < len(calls):
+            size = min(self.max_batch, len(calls) - start)
+            try:
+                results.extend(self._request(calls[start : start + size]))
+            except BatchTooLarge as refused:
+                if size == 1:
+                    raise RpcError(f"the node at {self.node} refuses even a single call: {refused}") from refused
+                allowed = refused.max_size if refused.max_size is not None and refused.max_size < size else size // 2
+                self.max_batch = max(1, min(self.max_batch, allowed))
+                logger.warning("the node at %s refused a batch of %d calls (%s); sending at most %d a request",
+                               self.node, size, refused, self.max_batch)
+                continue
+            start += size
+        return results
+
+    def _request(self, calls: Sequence[tuple[str, Sequence[Any]]]) -> list[Any]:
+        """One request, retried while it fails transiently: for ever when the node limits the rate
+        (halving a batch that keeps meeting the limit), `backoff.attempts` times otherwise."""
+        attempt = limited = 0
         while True:
             try:
                 return self._send(calls)
@@ -272,14 +297,20 @@ class RpcClient:
                 self.tally.error(exc.kind)
                 if isinstance(exc, RpcError):
                     raise
-                if attempt + 1 >= self.backoff.attempts:
+                if exc.kind == "rate_limited":
+                    limited += 1
+                    if limited >= RATE_LIMITED_SPLIT and len(calls) > 1:
+                        raise BatchTooLarge(f"{exc}, {limited} times in a row", max_size=len(calls) // 2) from exc
+                elif attempt + 1 >= self.backoff.attempts:
                     raise RetriesExhausted(
                         f"the node at {self.node}: {exc} (gave up after {attempt + 1} attempts)") from exc
-                delay = self.backoff.delay(attempt, exc.retry_after)
+                delay = self.backoff.delay(min(attempt, limited), exc.retry_after)
                 logger.warning("RPC %s to %s failed transiently (%s); retry %d in %.2f s",
-                               calls[0][0], self.node, exc, attempt + 1, delay)
+                               calls[0][0], self.node, exc, attempt + limited if exc.kind == "rate_limited"
+                               else attempt + 1, delay)
                 self._sleep(delay)
-                attempt += 1
+                if exc.kind != "rate_limited":
+                    attempt += 1
 
     def _post(self, content: bytes) -> httpx.Response:
         if threading.current_thread() is not threading.main_thread():  # signals reach the main thread only
@@ -307,11 +338,33 @@ class RpcClient:
             raise TransientRpcError(f"response is not JSON ({len(response.content)} bytes)") from exc
 
     def _send(self, calls: Sequence[tuple[str, Sequence[Any]]]) -> list[Any]:
+        """One request through the pacer, which learns from its outcome."""
         if self.stop.is_set():
             raise Stopped("stopped before a request to the node")
+        ticket = self.pacer.acquire(len(calls), self.stop)
+        try:
+            results = self._exchange(calls)
+        except TransientRpcError as exc:
+            self._report(ticket, exc)
+            raise
+        except BaseException:
+            self.pacer.failed(ticket)
+            raise
+        self.pacer.succeeded(ticket)
+        return results
+
+    def _report(self, ticket: Ticket, exc: TransientRpcError) -> None:
+        if exc.kind in ("rate_limited", "timeout", "server_error"):
+            self.pacer.overloaded(ticket, exc.retry_after)
+        else:
+            self.pacer.failed(ticket)
+
+    def _exchange(self, calls: Sequence[tuple[str, Sequence[Any]]]) -> list[Any]:
         self.tally.calls([method for method, _ in calls])
-        first_id = self._next_id
-        self._next_id += len(calls)
+        with self._ids_lock:
+            first_id = next(self._ids)
+            for _ in range(len(calls) - 1):
+                next(self._ids)
         payload = [
             {"jsonrpc": "2.0", "id": first_id + i, "method": method, "params": list(params)}
             for i, (method, params) in enumerate(calls)
@@ -324,6 +377,9 @@ class RpcClient:
         except httpx.TransportError as exc:
             raise TransientRpcError(f"connection failed: {type(exc).__name__}: {exc}") from exc
         if response.status_code == 429 or response.status_code >= 500:
+            error = _json_rpc_error(response)
+            if error is not None and len(calls) > 1 and isinstance(refusal := classify_error(error), BatchTooLarge):
+                raise refusal
             retry_after = response.headers.get("Retry-After")
             raise TransientRpcError(
                 f"HTTP {response.status_code}",
@@ -336,6 +392,8 @@ class RpcClient:
             error = _json_rpc_error(response)
             if error is not None:
                 raise classify_error(error)
+            if response.status_code == 413 and len(calls) > 1:
+                raise BatchTooLarge(f"HTTP 413 for a batch of {len(calls)} calls", max_size=None)
             raise RpcError(f"HTTP {response.status_code} from the node at {self.node}: {response.text[:200]}")
         answer = self._parse(response)
         answers = answer if isinstance(answer, list) else [answer]
@@ -346,7 +404,8 @@ class RpcClient:
             if item is None:
                 if len(answers) == 1 and isinstance(answers[0], dict) and "error" in answers[0]:
                     raise classify_error(answers[0]["error"])
-                raise TransientRpcError(f"response lacks the answer to call {i} ({calls[i][0]})")
+                raise TransientRpcError(f"the answer lacks call {i} of {len(calls)} ({calls[i][0]}): "
+                                        f"{len(answers)} answers came")
             if item.get("error") is not None:
                 raise classify_error(item["error"])
             if "result" not in item:

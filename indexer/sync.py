@@ -37,7 +37,9 @@ from eth_utils.crypto import keccak
 
 from indexer import indexes
 from indexer.bulk import RowStream, batch_session, convert_rows, insert_rows
-from indexer.events import RECORD_EVENT_TOPICS, RecordEvent, UndecodableLog, decode_log
+from indexer.errors import ChainChanged, IndexerError, ReorgTooDeep
+from indexer.events import RecordEvent, UndecodableLog, decode_log
+from indexer.fetch import LogFetcher, OrderedRanges
 from indexer.locks import LockWaitInterrupted, deployment_lock
 from indexer.metrics import IndexerMetrics
 from indexer.models import (
@@ -50,7 +52,8 @@ from indexer.models import (
     MessageType,
     SyncState,
 )
-from indexer.rpc import RangeTooLarge, RpcClient, RpcCounts, RpcError, Stopped
+from indexer.pacing import Pacer
+from indexer.rpc import RpcClient, RpcCounts, RpcError, Stopped
 from indexer.transitions import Message, RecordStore, Writes, apply_event, chain_time, undo_entries
 from records.live import notify_changes
 from records.models import Deployment
@@ -70,24 +73,14 @@ DEFER_INDEXES_ON = {"postgresql": True, "sqlite": True}
 # hold many, so a small start costs a few quick requests on a quiet chain and keeps the first
 # batch of a busy one small (its decoding waits for the whole answer).
 INITIAL_SPAN = 16
+IDLE_CHECK_SECONDS = 5.0  # without new blocks, how often the tip is checked and the heartbeat written
+QUIET_BATCH_SECONDS = 1.0  # at most this long between the commits of a stretch without events
 BUILD_RETRY_SECONDS = 60  # after a failed index build
 RECORD_MEMORY = 200_000  # records a catch-up keeps in memory between batches (about 2 KB each)
 _RELEASED = 2**62  # `committed` once the writing process stops: past any block
 STOP_PATIENCE = 0.5  # seconds a stopping indexer waits for its reader to end before killing it
 USDC_DECIMALS = 6  # the amounts the service shows are in units of 10^-6 USDC
 ANNOUNCE_SECONDS = 5.0  # how often a process records itself in IndexerProcess (for /health)
-
-
-class IndexerError(RuntimeError):
-    """A condition the indexer cannot continue from; the message says what to do."""
-
-
-class ReorgTooDeep(IndexerError):
-    pass
-
-
-class ChainChanged(Exception):
-    """Blocks changed while the indexer read them (a reorganisation under way)."""
 
 
 @dataclass(frozen=True)
@@ -98,13 +91,15 @@ class IndexerConfig:
     usdc_address: str
     start_block: int
     confirmations: int
-    poll_interval: float = 2.0
+    poll_interval: float = 0.25
     initial_span: int = INITIAL_SPAN
     max_span: int = 50_000
     kept_blocks: int = 1_024
     batch_logs: int = 4_000  # about this many logs per getLogs range and per committed batch
     read_ahead: int = 3  # batches read and decoded ahead of the one being committed
     rpc_timeout: float = 20.0  # seconds for each request to the node
+    max_concurrency: int = 16  # requests to the node in flight at most
+    requests_per_second: int | None = None  # the plan's budget of calls (None: the node's 429s tell)
 
     @classmethod
     def from_settings(cls) -> IndexerConfig:
@@ -128,6 +123,8 @@ class IndexerConfig:
             initial_span=min(INITIAL_SPAN, settings.BOUNTY_GETLOGS_MAX_BLOCKS),
             max_span=settings.BOUNTY_GETLOGS_MAX_BLOCKS,
             rpc_timeout=settings.BOUNTY_RPC_TIMEOUT_SECONDS,
+            max_concurrency=settings.BOUNTY_RPC_MAX_CONCURRENCY,
+            requests_per_second=settings.BOUNTY_RPC_MAX_REQUESTS_PER_SECOND,
         )
 
 
@@ -149,51 +146,6 @@ class Batch:
     def final(self) -> bool:
         """Whether it reaches the safe head it was read for."""
         return self.to >= self.safe
-
-
-@dataclass
-class LogFetcher:
-    """eth_getLogs over block ranges that adapt to the node: grow on success, split on refusal."""
-
-    rpc: RpcClient
-    address: str
-    span: int = 2_000
-    max_span: int = 50_000
-    target_logs: int = 4_000  # a range with more logs than this makes the next one shorter (the batch size)
-
-    def fetch(self, start: int, end: int) -> tuple[int, list[dict[str, Any]]]:
-        """Logs of the record events in [start, to] for some start <= to <= end; returns (to, logs)."""
-        while True:
-            to = min(end, start + self.span - 1)
-            try:
-                logs: list[dict[str, Any]] = self.rpc.call(
-                    "eth_getLogs",
-                    [{"address": self.address, "fromBlock": hex(start), "toBlock": hex(to),
-                      "topics": [RECORD_EVENT_TOPICS]}],
-                )
-            except RangeTooLarge as exc:
-                if to == start:
-                    raise IndexerError(
-                        f"the node refuses eth_getLogs even for the single block {start}: {exc}"
-                    ) from exc
-                allowed = to - start  # at least halve... unless the node says better
-                if exc.suggested_to is not None and start <= exc.suggested_to < to:
-                    allowed = exc.suggested_to - start + 1
-                elif exc.max_span is not None and exc.max_span < to - start + 1:
-                    allowed = exc.max_span
-                    self.max_span = min(self.max_span, exc.max_span)  # the node's limit: never grow past it
-                else:
-                    allowed = max(1, (to - start + 1) // 2)
-                logger.info("node refused blocks %d-%d (%s); trying %d blocks", start, to, exc, allowed)
-                self.span = max(1, allowed)
-                continue
-            if not isinstance(logs, list):
-                raise IndexerError(f"eth_getLogs answered {type(logs).__name__}, not a list")
-            if len(logs) > self.target_logs:
-                self.span = max(1, (to - start + 1) * self.target_logs // len(logs))
-            elif to - start + 1 >= self.span and len(logs) < self.target_logs // 2:
-                self.span = min(self.max_span, self.span * 2)
-            return to, logs
 
 
 @dataclass
@@ -225,7 +177,9 @@ class Indexer:
                  stop: threading.Event | None = None) -> None:
         self.config = config
         self.stop = stop or threading.Event()
-        self.rpc = rpc or RpcClient(config.rpc_url, timeout=config.rpc_timeout, stop=self.stop)
+        self.rpc = rpc or RpcClient(config.rpc_url, timeout=config.rpc_timeout, stop=self.stop,
+                                    pacer=Pacer(max_concurrency=config.max_concurrency,
+                                                requests_per_second=config.requests_per_second))
         self.metrics = IndexerMetrics(config.chain_id, config.contract_address)
         self.name = f"{socket.gethostname()}:{os.getpid()}"  # as /health lists the deployment's indexers
         self.fetcher = LogFetcher(self.rpc, config.contract_address, span=config.initial_span,
@@ -236,6 +190,9 @@ class Indexer:
         self._pid = os.getpid()
         self._next_sizes: Iterator[int] = itertools.repeat(config.batch_logs)  # the next batches of `read`
         self._head_time: datetime | None = None  # of the head block last seen, for the lag in seconds
+        self._seen_head: int | None = None
+        self._polled_head: int | None = None  # the head `_await_new_head` saw move, for `catch_up`
+        self._tip_unchecked = True  # the indexed tip must be compared with the chain before reading on
         self._role: IndexerRole | None = None  # as last announced
         self._next_announce = 0.0
 
@@ -244,18 +201,19 @@ class Indexer:
     def check_node(self) -> None:
         """Refuses a node on another chain, and a deployment the chain contradicts: no contract at
         BOUNTY_CONTRACT_ADDRESS, one that does not answer the bounty contract's views, a token
-        other than the one it holds in BOUNTY_USDC_ADDRESS, or a token without 6 decimals."""
-        chain_id = int(self.rpc.call("eth_chainId", []), 16)
+        other than the one it holds in BOUNTY_USDC_ADDRESS, or a token without 6 decimals. One
+        request: a far node costs one round trip here."""
+        contract, usdc = self.config.contract_address, self.config.usdc_address.lower()
+        chain_id, code = self.rpc.batch([("eth_chainId", []), ("eth_getCode", [contract, "latest"])])
+        chain_id = int(chain_id, 16)
         if chain_id != self.config.chain_id:
             raise IndexerError(
                 f"the node at {self.rpc.node} is on chain {chain_id}, "
                 f"but BOUNTY_CHAIN_ID is {self.config.chain_id}"
             )
-        contract, usdc = self.config.contract_address, self.config.usdc_address.lower()
-        code = self.rpc.call("eth_getCode", [contract, "latest"])
         if code in (None, "0x", "0x0"):
             raise IndexerError(f"no contract at BOUNTY_CONTRACT_ADDRESS {contract} on chain {chain_id}")
-        holds = self._view_word(contract, "usdc()")
+        holds, decimals = self._view_words([(contract, "usdc()"), (usdc, "decimals()")])
         if holds is None or int(holds, 16) >> 160:
             raise IndexerError(
                 f"the contract at BOUNTY_CONTRACT_ADDRESS {contract} is not a bounty contract: usdc() answered "
@@ -267,24 +225,28 @@ class Indexer:
                 f"the bounty contract at BOUNTY_CONTRACT_ADDRESS {contract} holds the token {token}, "
                 f"but BOUNTY_USDC_ADDRESS is {usdc}: set BOUNTY_USDC_ADDRESS={token}"
             )
-        decimals = self._view_word(usdc, "decimals()")
         if decimals is None or int(decimals, 16) != USDC_DECIMALS:
             raise IndexerError(
                 f"the token at BOUNTY_USDC_ADDRESS {usdc} answered decimals() = "
                 f"{'nothing' if decimals is None else int(decimals, 16)}, not {USDC_DECIMALS}"
             )
 
-    def _view_word(self, address: str, signature: str) -> str | None:
-        """The 32-byte word a view without arguments returns at the latest block, as 64 hex
-        digits; None when the call reverts or returns something else."""
-        selector = "0x" + keccak(text=signature)[:4].hex()
+    def _view_words(self, views: list[tuple[str, str]]) -> list[str | None]:
+        """The 32-byte words views without arguments return at the latest block, as 64 hex digits
+        each, asked in one request; None for a view that reverts or returns something else."""
+        calls = [("eth_call", [{"to": address, "data": "0x" + keccak(text=signature)[:4].hex()}, "latest"])
+                 for address, signature in views]
         try:
-            answer = self.rpc.call("eth_call", [{"to": address, "data": selector}, "latest"])
-        except RpcError:  # a revert: no such function, and no fallback that answers
-            return None
-        if not isinstance(answer, str) or not re.fullmatch(r"0x[0-9a-fA-F]{64}", answer):
-            return None
-        return answer[2:]
+            answers: list[Any] = self.rpc.batch(calls)
+        except RpcError:  # a revert (no such function, no fallback that answers) fails the whole batch
+            answers = []
+            for call in calls:
+                try:
+                    answers.append(self.rpc.call(*call))
+                except RpcError:
+                    answers.append(None)
+        return [answer[2:] if isinstance(answer, str) and re.fullmatch(r"0x[0-9a-fA-F]{64}", answer) else None
+                for answer in answers]
 
     def ensure_deployment(self) -> Deployment:
         deployment, _ = Deployment.objects.get_or_create(
@@ -337,10 +299,23 @@ class Indexer:
                 idle = builder is None or not builder.is_alive()
                 if idle and time.monotonic() >= self.next_build and self.indexes_to_build():
                     builder = self._start_index_build()
-                self.stop.wait(self.config.poll_interval)
+                self._await_new_head()
         finally:
             if builder is not None:
                 builder.join()
+
+    def _await_new_head(self) -> None:
+        """Polls the head every poll interval, one call each, until it moves or IDLE_CHECK_SECONDS
+        pass: then `catch_up` reads the new blocks with the head just seen, or, with none, checks
+        the indexed tip against the chain (a reorganisation that kept the height) and writes the
+        heartbeat. What an idle indexer costs the node: a call per poll interval."""
+        seen = self._seen_head
+        until = time.monotonic() + IDLE_CHECK_SECONDS
+        while not self.stop.wait(self.config.poll_interval):
+            head = self._head()
+            if head != seen or time.monotonic() >= until:
+                self._polled_head = head
+                return
 
     def announce(self, role: IndexerRole) -> None:
         """Records this process and its role for /health: at once on a change of role, then
@@ -455,12 +430,16 @@ class Indexer:
         """Indexes up to the safe head, reading ahead while it writes (or undoes a reorg); False
         when there was nothing to do."""
         deployment = self.deployment or self.ensure_deployment()
-        head = self._head()
+        head, self._polled_head = self._polled_head if self._polled_head is not None else self._head(), None
         safe = head - self.config.confirmations
         state = SyncState.objects.get(deployment=deployment)
-        if self._undo_reorg(deployment, state):
-            return True
         last = state.last_indexed_block if state.last_indexed_block is not None else self.config.start_block - 1
+        # New blocks need no check of the tip first: the first batch's parent is the tip, and a
+        # batch whose parent is not the indexed tip raises ChainChanged, which asks for one.
+        if last >= safe or self._tip_unchecked:
+            if self._undo_reorg(deployment, state):
+                return True
+            self._tip_unchecked = False
         if last >= safe:
             self._caught_up(state, head)
             return False
@@ -487,6 +466,7 @@ class Indexer:
                         gc.collect(1)
         except ChainChanged as changed:
             logger.warning("%s; checking the indexed blocks", changed)
+            self._tip_unchecked = True
         return True
 
     def _bulk_catch_up(self, deployment: Deployment, state: SyncState, parent: str | None,
@@ -547,25 +527,6 @@ class Indexer:
                     memory.clear()
                 yield self._prepare(deployment, batch, memory, state).shipped()
 
-    def step(self) -> bool:
-        """Indexes one getLogs range (or undoes a reorg); False when caught up with the safe head."""
-        deployment = self.deployment or self.ensure_deployment()
-        head = self._head()
-        safe = head - self.config.confirmations
-        state = SyncState.objects.get(deployment=deployment)
-        if self._undo_reorg(deployment, state):
-            return True
-        last = state.last_indexed_block if state.last_indexed_block is not None else self.config.start_block - 1
-        if last >= safe:
-            self._caught_up(state, head)
-            return False
-        try:
-            for batch in self.read(last + 1, safe, head):
-                self._commit(deployment, batch)
-        except ChainChanged as changed:
-            logger.warning("%s; checking the indexed blocks", changed)
-        return True
-
     def _own_connections(self) -> None:
         """In a reader process: connections of its own to the node and to the database (the
         ones it inherited are the parent's)."""
@@ -580,7 +541,8 @@ class Indexer:
             raise IndexerError(f"the node answered {header!r} for its latest block")
         self._head_time = chain_time(int(header["timestamp"], 16))
         self.metrics.rpc(self.rpc.tally.take())
-        return int(header["number"], 16)
+        self._seen_head = int(header["number"], 16)
+        return self._seen_head
 
     def _caught_up(self, state: SyncState, head: int) -> None:
         SyncState.objects.filter(pk=state.pk).update(head_block=head, last_heartbeat=timezone.now())
@@ -599,21 +561,38 @@ class Indexer:
         return IndexedBlock.objects.filter(deployment=deployment, number=last).values_list("hash", flat=True).first()
 
     def read(self, start: int, safe: int, head: int) -> Iterator[Batch]:
-        """The record events of the next getLogs range from `start`, in batches of about
-        `batch_logs` events, each with its block headers, decoded one batch at a time so the
-        first can be committed while the rest are decoded. ChainChanged when blocks changed while
-        being read: the caller checks the indexed blocks again."""
-        to, raw_logs = self.fetcher.fetch(start, safe)
-        for first, last, part in _split(self._relevant(raw_logs), start, to, self._next_sizes):
-            events = self._decode(part, first, last)
-            numbers = {e.log.block_number for e in events} | {last}
-            parent_number = first - 1 if first > self.config.start_block else None
-            headers = self._headers(sorted(numbers | ({parent_number} if parent_number is not None else set())))
-            if headers is None or any(headers[e.log.block_number]["hash"] != e.log.block_hash for e in events):
-                raise ChainChanged(f"blocks {first}-{last} changed while being read (a reorganisation)")
-            parent = headers.pop(parent_number)["hash"] if parent_number is not None else None
-            yield Batch(first, last, head, safe, events, {n: headers[n] for n in sorted(numbers)}, parent,
-                        self.rpc.tally.take())
+        """The record events of blocks start..safe in batches of about `batch_logs` events, each
+        with the headers of its event blocks, of its last block and of the block before it,
+        decoded one batch at a time so the first can be committed while the rest are read.
+
+        The ranges are read several at once (indexer.fetch). A batch ends when it holds enough
+        events, at `safe`, or when the next range has not come yet and the batch holds events (so
+        they are committed without waiting) or has gathered ranges for QUIET_BATCH_SECONDS: a quiet
+        stretch costs one request for headers a second, not one a range. ChainChanged when blocks
+        changed while being read: the caller checks the indexed blocks again."""
+        gathered: list[tuple[int, dict[str, Any]]] = []
+        first = start
+        cut_by = time.monotonic() + QUIET_BATCH_SECONDS
+        ranges = OrderedRanges(self.fetcher, start, safe)
+        for _, to, raw_logs, failing in ranges:
+            gathered.extend(self._relevant(raw_logs))
+            waiting = not ranges.ready()
+            if to >= safe or failing or len(gathered) >= self.config.batch_logs or (
+                    waiting and (gathered or time.monotonic() >= cut_by)):
+                for part_first, part_last, part in _split(gathered, first, to, self._next_sizes):
+                    yield self._batch(part_first, part_last, part, head, safe)
+                first, gathered, cut_by = to + 1, [], time.monotonic() + QUIET_BATCH_SECONDS
+
+    def _batch(self, first: int, last: int, raw_logs: list[dict[str, Any]], head: int, safe: int) -> Batch:
+        events = self._decode(raw_logs, first, last)
+        numbers = {e.log.block_number for e in events} | {last}
+        parent_number = first - 1 if first > self.config.start_block else None
+        headers = self._headers(sorted(numbers | ({parent_number} if parent_number is not None else set())))
+        if headers is None or any(headers[e.log.block_number]["hash"] != e.log.block_hash for e in events):
+            raise ChainChanged(f"blocks {first}-{last} changed while being read (a reorganisation)")
+        parent = headers.pop(parent_number)["hash"] if parent_number is not None else None
+        return Batch(first, last, head, safe, events, {n: headers[n] for n in sorted(numbers)}, parent,
+                     self.rpc.tally.take())
 
     def _relevant(self, raw_logs: list[dict[str, Any]]) -> list[tuple[int, dict[str, Any]]]:
         """(block number, log) of the contract's logs that are not removed, in block order; a
@@ -645,15 +624,15 @@ class Indexer:
         return events
 
     def _headers(self, numbers: list[int]) -> dict[int, dict[str, Any]] | None:
-        headers: dict[int, dict[str, Any]] = {}
-        for start in range(0, len(numbers), 200):
-            chunk = numbers[start : start + 200]
-            answers = self.rpc.batch([("eth_getBlockByNumber", [hex(n), False]) for n in chunk])
-            for number, header in zip(chunk, answers, strict=True):
-                if not header:
-                    return None
-                headers[number] = header
-        return headers
+        """The headers of these blocks; None when the node lacks one (a reorganisation under way)."""
+        answers = self.rpc.batch([("eth_getBlockByNumber", [hex(n), False]) for n in numbers])
+        if not all(isinstance(header, dict) for header in answers):
+            return None
+        for number, header in zip(numbers, answers, strict=True):
+            if header.get("number") not in (None, hex(number)):
+                raise IndexerError(f"the node at {self.rpc.node} answered the header of block "
+                                   f"{header.get('number')} when asked for block {number}")
+        return dict(zip(numbers, answers, strict=True))
 
     def _commit(self, deployment: Deployment, batch: Batch, memory: RecordMemory | None = None) -> None:
         """Applies and writes one batch with the progress it makes, in one transaction. `memory`

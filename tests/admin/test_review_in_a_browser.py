@@ -25,7 +25,7 @@ from records.moderation import ensure_moderators_group
 from records.representation import checksum_address
 from tests.admin.conftest import PASSWORD
 from tests.chain import Chain
-from tests.indexer.conftest import config_for, index_to_head
+from tests.indexer.conftest import catch_up_to_head, config_for
 
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "var" / "screenshots"
 WALLET = """
@@ -59,7 +59,7 @@ def demo(chain: Chain) -> Indexer:
     seed_demo_activity(chain.w3, chain.deployment)
     indexer = Indexer(config_for(chain))
     indexer.ensure_deployment()
-    index_to_head(indexer)
+    catch_up_to_head(indexer)
     user = User.objects.create_user("moderator", password=PASSWORD, is_staff=True)
     user.groups.add(ensure_moderators_group())
     return indexer
@@ -114,7 +114,7 @@ def test_a_moderator_reviews_a_dispute_and_the_arbiter_resolves_it(
     expect(uphold.locator(".tx-result")).to_contain_text("Sent: 0x", timeout=15_000)
     shot(page, "4-resolution-sent")
 
-    index_to_head(indexer)
+    catch_up_to_head(indexer)
     page.reload()
     expect(page.locator("#dispute-status")).to_have_text("Upheld")
     expect(page.locator("#tx-uphold")).to_have_count(0)

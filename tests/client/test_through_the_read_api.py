@@ -13,7 +13,7 @@ from indexer.sync import Indexer
 from tests.chain import USDC, Chain
 from tests.client.conftest import exactly
 from tests.client.test_end_to_end import send
-from tests.indexer.conftest import config_for, index_to_head
+from tests.indexer.conftest import catch_up_to_head, config_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -39,7 +39,7 @@ def test_what_the_builder_sends_shows_through_the_read_client(chain: Chain, live
         send(chain, builder.approve_usdc(5 * USDC), GROUT)
         send(chain, builder.dispute(submission_id=1, metadata_uri=metadata_to_data_uri(dispute_meta),
                                     metadata_hash=metadata_hash(dispute_meta)), GROUT)
-        index_to_head(Indexer(config_for(chain)))
+        catch_up_to_head(Indexer(config_for(chain)))
 
         with ReadClient(str(live_server)) as client:
             bounty = client.get_bounty(1)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -28,26 +27,12 @@ def config_for(chain: Chain, **overrides: Any) -> IndexerConfig:
     return IndexerConfig(**values)
 
 
-def index_to_head(indexer: Indexer, max_steps: int = 10_000) -> None:
-    """Runs the indexer's steps until it is caught up with the safe head."""
-    for _ in range(max_steps):
-        if not indexer.step():
-            return
-    raise AssertionError("the indexer did not catch up")
-
-
 def catch_up_to_head(indexer: Indexer, max_rounds: int = 1_000) -> None:
-    """Runs the indexer's read-ahead catch-ups until there is nothing left to index."""
+    """Runs the indexer's catch-ups, as `run` does, until there is nothing left to index."""
     for _ in range(max_rounds):
         if not indexer.catch_up():
             return
     raise AssertionError("the indexer did not catch up")
-
-
-@pytest.fixture(params=["one step at a time", "reading ahead"])
-def to_head(request: pytest.FixtureRequest) -> Callable[[Indexer], None]:
-    """Each way of indexing up to the head: `step` after `step`, and `catch_up`'s read-ahead pipeline."""
-    return index_to_head if request.param == "one step at a time" else catch_up_to_head
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ from indexer.sync import Indexer
 from indexer.transitions import chain_time
 from records.models import Bounty
 from tests.chain import USDC, Chain
-from tests.indexer.conftest import config_for, index_to_head
+from tests.indexer.conftest import catch_up_to_head, config_for
 from tests.indexer.mirror import RECORD_EVENTS, assert_live_consumer_is_current, assert_mirror_equals_chain
 
 HASH = b"\x22" * 32
@@ -96,7 +96,7 @@ def test_hostile_metadata_is_indexed_replaced_or_intact(chain: Chain, indexer: I
                                                         stored: str) -> None:
     create_bounty(chain, uri)
     with caplog.at_level(logging.ERROR):
-        index_to_head(indexer)
+        catch_up_to_head(indexer)
     assert not [record for record in caplog.records if record.levelno >= logging.ERROR]
     bounty = Bounty.objects.get()
     assert (bounty.prompt, bounty.metadata_uri) == (stored, stored)
@@ -107,7 +107,7 @@ def test_hostile_metadata_is_indexed_replaced_or_intact(chain: Chain, indexer: I
 def test_a_deadline_beyond_year_9999_is_stored_as_its_last_second(chain: Chain, indexer: Indexer) -> None:
     duration = 300_000_000_000  # about 9,500 years
     create_bounty(chain, b"ipfs://forever", duration=duration)
-    index_to_head(indexer)
+    catch_up_to_head(indexer)
     bounty = Bounty.objects.get()
     assert (bounty.duration, bounty.deadline) == (duration, LAST_SECOND)
     assert ChangeLogEntry.objects.get(type="bounty.created").payload["deadline"] == "9999-12-31T23:59:59Z"
@@ -116,7 +116,7 @@ def test_a_deadline_beyond_year_9999_is_stored_as_its_last_second(chain: Chain, 
 def test_a_duration_beyond_the_signed_64_bit_range_is_indexed(chain: Chain, indexer: Indexer) -> None:
     duration = 2**63  # the contract takes any uint64 whose deadline fits in a uint64
     create_bounty(chain, b"ipfs://longest", duration=duration)
-    index_to_head(indexer)
+    catch_up_to_head(indexer)
     assert Bounty.objects.get().duration == duration
 
 
@@ -180,7 +180,7 @@ def test_the_indexer_skips_a_log_that_does_not_decode_and_says_so(chain: Chain, 
     seed_demo_activity(chain.w3, chain.deployment)
     indexer = Indexer(config_for(chain), rpc=MalformedCopies(chain.deployment.rpc_url))
     with caplog.at_level(logging.ERROR, logger="indexer.sync"):
-        index_to_head(indexer)
+        catch_up_to_head(indexer)
     skipped = [r for r in caplog.records if r.getMessage().startswith("skipping a log that does not decode")]
     assert len(skipped) == 2 * len(raw_logs(chain))
     assert indexer.deployment is not None

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from indexer.errors import ReorgTooDeep
 from indexer.models import AppliedLog, ChangeLogEntry, IndexedBlock
-from indexer.sync import Indexer, ReorgTooDeep
+from indexer.sync import Indexer
 from records.models import Bounty, Dispute, Submission
 from tests.chain import USDC, Chain
-from tests.indexer.conftest import config_for, index_to_head
+from tests.indexer.conftest import catch_up_to_head, config_for
 from tests.indexer.mirror import assert_live_consumer_is_current, assert_mirror_equals_chain
 
 HASH = b"\x11" * 32
@@ -42,17 +43,17 @@ def test_a_reorg_of_depth_n_leaves_the_mirror_equal_to_the_new_chain(chain: Chai
                                                                       depth: int) -> None:
     _fund(chain)
     _bounty(chain, "ipfs://kept")
-    index_to_head(indexer)
+    catch_up_to_head(indexer)
     fork = _snapshot(chain)
     for n in range(depth):
         _bounty(chain, f"ipfs://orphaned-{n}")
-    index_to_head(indexer)
+    catch_up_to_head(indexer)
     assert Bounty.objects.count() == 1 + depth
 
     _revert(chain, fork)
     for n in range(depth + 1):
         _bounty(chain, f"ipfs://new-branch-{n}", reward=(n + 7) * USDC)
-    index_to_head(indexer)
+    catch_up_to_head(indexer)
 
     assert_consistent(chain, indexer)
     assert sorted(Bounty.objects.values_list("prompt", flat=True)) == sorted(
@@ -66,7 +67,7 @@ def test_a_reorg_removes_a_bounty_with_its_submissions_and_disputes(chain: Chain
     _bounty(chain, "ipfs://doomed")
     chain.send(chain.board.functions.submit(1, "ipfs://work", HASH), chain.account(2))
     chain.send(chain.board.functions.dispute(1, "ipfs://objection", HASH), chain.account(3))
-    index_to_head(indexer)
+    catch_up_to_head(indexer)
     assert (Bounty.objects.count(), Submission.objects.count(), Dispute.objects.count()) == (1, 1, 1)
 
     _revert(chain, fork)
@@ -74,7 +75,7 @@ def test_a_reorg_removes_a_bounty_with_its_submissions_and_disputes(chain: Chain
     chain.mine()
     chain.mine()
     chain.mine()
-    index_to_head(indexer)
+    catch_up_to_head(indexer)
 
     assert_consistent(chain, indexer)
     assert list(Bounty.objects.values_list("prompt", "submission_count")) == [("ipfs://replacement", 0)]
@@ -88,17 +89,17 @@ def test_a_reorg_undoes_state_changes_of_orphaned_blocks(chain: Chain, indexer: 
     _bounty(chain)
     chain.send(chain.board.functions.submit(1, "ipfs://work", HASH), chain.account(2))
     chain.send(chain.board.functions.dispute(1, "ipfs://objection", HASH), chain.account(3))
-    index_to_head(indexer)
+    catch_up_to_head(indexer)
     fork = _snapshot(chain)
     chain.send(chain.board.functions.resolveDispute(1, True), chain.account(0))
-    index_to_head(indexer)
+    catch_up_to_head(indexer)
     assert Dispute.objects.get().status == "upheld"
     assert Submission.objects.get().status == "rejected"
 
     _revert(chain, fork)
     chain.send(chain.board.functions.resolveDispute(1, False), chain.account(0))
     chain.mine()
-    index_to_head(indexer)
+    catch_up_to_head(indexer)
 
     assert_consistent(chain, indexer)
     assert Dispute.objects.get().status == "rejected"
@@ -109,11 +110,11 @@ def test_a_reorg_back_to_before_anything_was_indexed_empties_the_mirror(chain: C
     fork = _snapshot(chain)
     _fund(chain)
     _bounty(chain)
-    index_to_head(indexer)
+    catch_up_to_head(indexer)
     _revert(chain, fork)
     for _ in range(6):
         chain.mine()
-    index_to_head(indexer)
+    catch_up_to_head(indexer)
     assert_consistent(chain, indexer)
     assert not Bounty.objects.exists()
 
@@ -126,12 +127,12 @@ def test_a_reorg_deeper_than_the_kept_hashes_stops_the_indexer(chain: Chain, db:
     fork = _snapshot(chain)
     for n in range(6):
         _bounty(chain, f"ipfs://{n}")
-        index_to_head(indexer)
+        catch_up_to_head(indexer)
     _revert(chain, fork)
     for _ in range(8):
         chain.mine()
     with pytest.raises(ReorgTooDeep, match="re-index this deployment"):
-        index_to_head(indexer)
+        catch_up_to_head(indexer)
     assert Bounty.objects.count() == 6, "nothing is half rolled back"
 
 
@@ -140,11 +141,11 @@ def test_only_blocks_past_the_confirmations_are_indexed(chain: Chain, db: None) 
     indexer.ensure_deployment()
     _fund(chain)
     _bounty(chain)
-    index_to_head(indexer)
+    catch_up_to_head(indexer)
     assert not Bounty.objects.exists()
     for _ in range(3):
         chain.mine()
-    index_to_head(indexer)
+    catch_up_to_head(indexer)
     assert Bounty.objects.count() == 1
     assert IndexedBlock.objects.order_by("-number").first().number == chain.w3.eth.block_number - 3  # type: ignore[union-attr]
 
@@ -156,7 +157,7 @@ def test_undo_entries_are_kept_only_for_blocks_a_reorg_can_still_reach(chain: Ch
     _fund(chain)
     for n in range(6):
         _bounty(chain, f"ipfs://{n}")
-    index_to_head(indexer)  # one batch: its oldest blocks are out of reach at once
+    catch_up_to_head(indexer)  # one batch: its oldest blocks are out of reach at once
     tip = chain.w3.eth.block_number
     undo = dict(AppliedLog.objects.values_list("block_number", "undo"))
     assert len(undo) == 6
@@ -166,11 +167,11 @@ def test_undo_entries_are_kept_only_for_blocks_a_reorg_can_still_reach(chain: Ch
 
     fork = _snapshot(chain)
     chain.send(chain.board.functions.submit(6, "ipfs://work", HASH), chain.account(2))
-    index_to_head(indexer)
+    catch_up_to_head(indexer)
     _revert(chain, fork)
     _bounty(chain, "ipfs://new-branch")
     chain.mine()
-    index_to_head(indexer)  # rolls back within the window: the submission and bounty 6's count
+    catch_up_to_head(indexer)  # rolls back within the window: the submission and bounty 6's count
     assert_consistent(chain, indexer)
     assert not Submission.objects.exists()
     assert Bounty.objects.get(bounty_id=6).submission_count == 0

@@ -18,6 +18,9 @@ from typing import Any
 
 import pytest
 
+from indexer.errors import IndexerError
+from indexer.fetch import LogFetcher
+from indexer.pacing import Pacer
 from indexer.rpc import (
     Backoff,
     RangeTooLarge,
@@ -28,7 +31,6 @@ from indexer.rpc import (
     TransientRpcError,
     classify_error,
 )
-from indexer.sync import IndexerError, LogFetcher
 
 ADDRESS = "0x" + "ab" * 20
 
@@ -293,6 +295,70 @@ def test_a_batch_answer_missing_a_call_is_retried() -> None:
     with local_server(script) as url:
         assert client(url).batch([("eth_chainId", []), ("net_version", [])]) == ["eth_chainId", "net_version"]
     assert len(script.requests) == 2
+
+
+def test_a_rate_limit_is_never_fatal_however_often_it_comes() -> None:
+    script = Script(*[Reply(status=429, headers={"Retry-After": "0"})] * 12, results)
+    with local_server(script) as url:
+        assert client(url, attempts=4).call("eth_chainId", []) == "eth_chainId"
+    assert len(script.requests) == 13
+
+
+def test_a_rate_limit_inside_the_json_rpc_answer_is_never_fatal_either() -> None:
+    limited = Reply.json({"jsonrpc": "2.0", "id": None, "error": {"code": -32005, "message": "rate limit exceeded"}})
+    script = Script(*[limited] * 6, results)
+    with local_server(script) as url:
+        assert client(url, attempts=2).call("eth_chainId", []) == "eth_chainId"
+
+
+def _refuse_batches_over(limit: int, message: str) -> Answer:
+    def answer(request: Any) -> Reply:
+        if isinstance(request, list) and len(request) > limit:
+            return Reply.json({"jsonrpc": "2.0", "id": None,
+                               "error": {"code": -32600, "message": message.format(n=len(request), limit=limit)}})
+        return results(request)
+
+    return answer
+
+
+@pytest.mark.parametrize(("limit", "message"), [
+    (10, "batch of {n} requests exceeds the limit of {limit}"),
+    (3, "Batch size too large"),
+    (1, "batch requests are not supported"),
+])
+def test_a_batch_the_node_refuses_for_its_size_is_split_and_later_ones_keep_to_the_size(limit: int,
+                                                                                      message: str) -> None:
+    script = Script(_refuse_batches_over(limit, message))
+    calls = [("eth_getBlockByNumber", [hex(n), False]) for n in range(25)]
+    with local_server(script) as url:
+        rpc = client(url)
+        assert rpc.batch(calls) == ["eth_getBlockByNumber"] * 25
+        assert rpc.max_batch <= limit
+        refused = len(script.requests)
+        rpc.batch(calls)
+    sizes = [len(request) if isinstance(request, list) else 1 for request in script.requests[refused:]]
+    assert max(sizes) <= limit and sum(sizes) == 25  # no refusal the second time
+
+
+def test_a_batch_that_keeps_meeting_the_rate_limit_is_halved() -> None:
+    def per_second_budget_of_four(request: Any) -> Reply:
+        if isinstance(request, list) and len(request) > 4:
+            return Reply(status=429, headers={"Retry-After": "0"})
+        return results(request)
+
+    script = Script(per_second_budget_of_four)
+    with local_server(script) as url:
+        rpc = client(url)
+        assert rpc.batch([("eth_chainId", [])] * 16) == ["eth_chainId"] * 16
+    assert rpc.max_batch <= 4
+
+
+def test_a_batch_is_never_larger_than_the_plans_budget() -> None:
+    script = Script(results)
+    with local_server(script) as url:
+        rpc = RpcClient(url, pacer=Pacer(requests_per_second=5))
+        rpc.batch([("eth_chainId", [])] * 12)
+    assert [len(request) for request in script.requests] == [5, 5, 2]
 
 
 def test_request_ids_are_never_reused() -> None:

@@ -18,11 +18,12 @@ from typing import Any
 import pytest
 
 from contracts.demo import seed_demo_activity
+from indexer.errors import IndexerError
 from indexer.models import SyncState
 from indexer.rpc import Backoff, RangeTooLarge, RetriesExhausted, RpcClient, RpcError
-from indexer.sync import Indexer, IndexerError
+from indexer.sync import Indexer
 from tests.chain import USDC, Chain
-from tests.indexer.conftest import config_for
+from tests.indexer.conftest import catch_up_to_head, config_for
 from tests.indexer.mirror import assert_live_consumer_is_current, assert_mirror_equals_chain
 from tests.indexer.test_rpc import Reply, answer_each, calls_of, local_server
 
@@ -161,14 +162,14 @@ def _bounties(chain: Chain, count: int) -> list[int]:
 
 
 def test_the_mirror_equals_the_chain_through_every_kind_of_rpc_fault(
-        chain: Chain, proxied: Callable[[FaultProxy], Indexer], to_head: Callable[[Indexer], None]) -> None:
+        chain: Chain, proxied: Callable[[FaultProxy], Indexer]) -> None:
     seed_demo_activity(chain.w3, chain.deployment)
     proxy = FaultProxy(chain.deployment.rpc_url, SCHEDULE, limited_node())
     indexer = proxied(proxy)
 
-    to_head(indexer)
+    catch_up_to_head(indexer)
     _bounties(chain, 3)
-    to_head(indexer)
+    catch_up_to_head(indexer)
 
     assert indexer.deployment is not None
     assert_mirror_equals_chain(chain.board, indexer.deployment)
@@ -184,7 +185,7 @@ def test_the_mirror_equals_the_chain_through_every_kind_of_rpc_fault(
 
 
 def test_a_deterministic_error_fails_at_once_without_retrying(
-        chain: Chain, proxied: Callable[[FaultProxy], Indexer], to_head: Callable[[Indexer], None]) -> None:
+        chain: Chain, proxied: Callable[[FaultProxy], Indexer]) -> None:
     _bounties(chain, 1)
     invalid = {"code": -32602, "message": "invalid argument 0: hex string without 0x prefix"}
     proxy = FaultProxy(chain.deployment.rpc_url, refuse_logs=lambda start, end: ("invalid argument", invalid))
@@ -192,14 +193,14 @@ def test_a_deterministic_error_fails_at_once_without_retrying(
 
     started = time.monotonic()
     with pytest.raises(RpcError, match="invalid argument") as caught:
-        to_head(indexer)
+        catch_up_to_head(indexer)
     assert not isinstance(caught.value, RangeTooLarge | RetriesExhausted)
     assert proxy.methods["eth_getLogs"] == 1
     assert time.monotonic() - started < 2
 
 
 def test_a_block_the_node_refuses_even_alone_stops_the_indexer_after_the_blocks_before_it(
-        chain: Chain, proxied: Callable[[FaultProxy], Indexer], to_head: Callable[[Indexer], None]) -> None:
+        chain: Chain, proxied: Callable[[FaultProxy], Indexer]) -> None:
     crowded = _bounties(chain, 4)[2]
 
     def too_many_results(start: int, end: int) -> tuple[str, dict[str, Any]] | None:
@@ -211,5 +212,5 @@ def test_a_block_the_node_refuses_even_alone_stops_the_indexer_after_the_blocks_
     indexer = proxied(FaultProxy(chain.deployment.rpc_url, refuse_logs=too_many_results))
     with pytest.raises(IndexerError, match=f"refuses eth_getLogs even for the single block {crowded}: "
                                            "query returned more than 10000 results"):
-        to_head(indexer)
+        catch_up_to_head(indexer)
     assert SyncState.objects.get(deployment=indexer.deployment).last_indexed_block == crowded - 1

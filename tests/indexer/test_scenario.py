@@ -12,13 +12,13 @@ from indexer.models import ChangeLogEntry, SyncState
 from indexer.sync import Indexer
 from records.models import Bounty
 from tests.chain import Chain
-from tests.indexer.conftest import index_to_head
+from tests.indexer.conftest import catch_up_to_head
 from tests.indexer.mirror import assert_live_consumer_is_current, assert_mirror_equals_chain
 
 
 def test_backfill_of_every_call_and_status_mirrors_the_chain(chain: Chain, indexer: Indexer) -> None:
     seed_demo_activity(chain.w3, chain.deployment)
-    index_to_head(indexer)
+    catch_up_to_head(indexer)
     assert indexer.deployment is not None
     assert_mirror_equals_chain(chain.board, indexer.deployment)
     assert set(Bounty.objects.values_list("status", flat=True)) == {"open", "resolved", "refunded"}
@@ -33,13 +33,13 @@ def test_following_block_by_block_gives_the_same_mirror_and_change_log(
 
     def index_after_each(tx_hash: Any, *args: Any, **kwargs: Any) -> Any:
         receipt = original(tx_hash, *args, **kwargs)
-        index_to_head(indexer)
+        catch_up_to_head(indexer)
         return receipt
 
     monkeypatch.setattr(chain.w3.eth, "wait_for_transaction_receipt", index_after_each)
     seed_demo_activity(chain.w3, chain.deployment)
     monkeypatch.undo()
-    index_to_head(indexer)
+    catch_up_to_head(indexer)
     assert indexer.deployment is not None
     assert_mirror_equals_chain(chain.board, indexer.deployment)
     types = list(ChangeLogEntry.objects.order_by("seq").values_list("type", flat=True))
@@ -52,7 +52,7 @@ def test_following_block_by_block_gives_the_same_mirror_and_change_log(
 
 def test_side_effects_on_submissions_follow_their_event(chain: Chain, indexer: Indexer) -> None:
     seed_demo_activity(chain.w3, chain.deployment)
-    index_to_head(indexer)
+    catch_up_to_head(indexer)
     entries = list(ChangeLogEntry.objects.order_by("seq").values_list("type", "payload"))
     for (kind, payload), (next_kind, next_payload) in pairwise(entries):
         if kind in {"dispute.created", "dispute.resolved"}:
@@ -65,7 +65,7 @@ def test_side_effects_on_submissions_follow_their_event(chain: Chain, indexer: I
 
 def test_change_log_payloads_are_the_records_as_serialized_after_each_change(chain: Chain, indexer: Indexer) -> None:
     seed_demo_activity(chain.w3, chain.deployment)
-    index_to_head(indexer)
+    catch_up_to_head(indexer)
     finalized = ChangeLogEntry.objects.get(type="bounty.finalized").payload
     assert finalized["status"] == "resolved"
     assert finalized["contract_address"] == chain.deployment.contract_address

@@ -15,7 +15,7 @@ from indexer.sync import Indexer
 from records.models import Bounty, Deployment, Dispute, Submission
 from records.representation import bounty_json, dispute_json, submission_json
 from tests.chain import Chain
-from tests.indexer.conftest import config_for, index_to_head
+from tests.indexer.conftest import catch_up_to_head, config_for
 from tests.servers import Server
 from tests.websocket.conftest import commit_change, many_bounties, open_client, receive, receive_n
 
@@ -41,7 +41,7 @@ def current_records(deployment: Deployment) -> list[tuple[str, dict[str, Any]]]:
 def test_it_sends_the_snapshot_in_order_then_live_messages(chain: Chain, servers: Callable[..., Server]) -> None:
     seed_demo_activity(chain.w3, chain.deployment)
     indexer = Indexer(config_for(chain))
-    index_to_head(indexer)
+    catch_up_to_head(indexer)
     deployment = Deployment.objects.get()
     expected = current_records(deployment)
     assert len(expected) == 16
@@ -57,7 +57,7 @@ def test_it_sends_the_snapshot_in_order_then_live_messages(chain: Chain, servers
             "bounties": counts["bounty"], "submissions": counts["submission"], "disputes": counts["dispute"]}}
         chain.send(chain.usdc.functions.approve(chain.board.address, 2**256 - 1), chain.account(1))
         chain.send(chain.board.functions.createBounty("ipfs://late", b"\x02" * 32, 10**7, 3600), chain.account(1))
-        index_to_head(indexer)
+        catch_up_to_head(indexer)
         message = receive(client)
         bounty = Bounty.objects.get(deployment=deployment, bounty_id=5)
         assert message == {"type": "bounty.created", "seq": last_seq + 1,

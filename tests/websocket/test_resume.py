@@ -18,7 +18,7 @@ from records.models import Bounty, Deployment
 from records.representation import bounty_json
 from tests.chain import Chain
 from tests.factories import make_bounty
-from tests.indexer.conftest import config_for, index_to_head
+from tests.indexer.conftest import catch_up_to_head, config_for
 from tests.indexer.mirror import current
 from tests.servers import Server
 from tests.websocket.conftest import commit_change, open_client, receive, receive_n
@@ -106,7 +106,7 @@ def test_a_client_connected_during_a_bulk_backfill_ends_holding_every_record(
         indexer = Indexer(config_for(chain))
         indexer.ensure_deployment()
         indexer.prepare()
-        index_to_head(indexer)
+        catch_up_to_head(indexer)
         assert receive(client)["type"] == "resync"
         held: dict[tuple[str, int], dict[str, Any]] = {}
         while (message := receive(client))["type"] != "snapshot.complete":

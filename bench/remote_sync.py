@@ -1,0 +1,285 @@
+"""Sync from a node far away: `run_indexer` against the dev chain behind a loopback proxy that
+behaves as a hosted endpoint (tests/node_proxy.py): latency on every request, a cap on
+eth_getLogs ranges, optionally a budget of calls per second and a cap on batches.
+
+Each scenario prints the project's time beside the node's floors, measured in the same run:
+
+- one at a time: ranges x latency, what a reader with one request in flight cannot beat;
+- the rate limit alone: calls the sync needs at least (one getLogs a range) / the budget.
+
+Then the live head: the chain mines a block a second (as chain 91342 does), a bounty is posted
+every so often, and the time from its block being mined to its message reaching a websocket
+client of a real daphne is measured; and the RPC calls the indexer makes per minute while the
+chain runs with no events (the idle cost). Everything runs with the service's defaults but
+the deployment's addresses and the node's URL (the proxy's).
+
+    .venv/bin/python bench/remote_sync.py                 # 6,000 blocks, 50-block ranges, 60 ms
+    .venv/bin/python bench/remote_sync.py --large         # also 100,000 blocks in 10-block ranges
+
+Last line: `BENCH_SUMMARY {...}` with every figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "bountysite.settings")
+os.environ.setdefault("DJANGO_DEBUG", "1")
+
+from web3 import Web3  # noqa: E402
+from web3.exceptions import TransactionNotFound  # noqa: E402
+from websockets.sync.client import connect  # noqa: E402
+
+from contracts.demo import seed_demo_activity  # noqa: E402
+from contracts.devchain import (  # noqa: E402
+    Anvil,
+    DevDeployment,
+    bounty_contract,
+    deploy_reference_contracts,
+    free_port,
+    usdc_contract,
+)
+from tests.node_proxy import NodeLimits, NodeProxy  # noqa: E402
+
+PYTHON = sys.executable
+USDC = 10**6
+
+
+@dataclass
+class Scenario:
+    name: str
+    blocks: int  # quiet blocks presented before the records
+    max_log_blocks: int
+    latency: float
+    requests_per_second: int | None = None
+    budget_configured: bool = True  # BOUNTY_RPC_MAX_REQUESTS_PER_SECOND given to the indexer
+    max_batch: int | None = None
+    target: str = ""  # which floor the target is against: "serial" or "rate"
+    factor: float = 0.0
+
+
+def environment(deployment: DevDeployment, database: Path, rpc_url: str, **extra: str) -> dict[str, str]:
+    return {
+        **os.environ,
+        "DATABASE_URL": f"sqlite:///{database}",
+        "BOUNTY_RPC_URL": rpc_url,
+        "BOUNTY_CHAIN_ID": str(deployment.chain_id),
+        "BOUNTY_CONTRACT_ADDRESS": deployment.contract_address,
+        "BOUNTY_USDC_ADDRESS": deployment.usdc_address,
+        "BOUNTY_START_BLOCK": str(deployment.start_block),
+        "DJANGO_DEBUG": "1",
+        **extra,
+    }
+
+
+def last_indexed(database: Path) -> int | None:
+    try:
+        with sqlite3.connect(database, timeout=1) as db:
+            row = db.execute("SELECT last_indexed_block FROM indexer_syncstate").fetchone()
+    except sqlite3.Error:
+        return None
+    return None if row is None else row[0]
+
+
+def migrate(env: dict[str, str]) -> None:
+    subprocess.run([PYTHON, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True)
+
+
+def sync(scenario: Scenario, w3: Web3, deployment: DevDeployment, workdir: Path) -> dict[str, Any]:
+    head = w3.eth.block_number
+    # The quiet blocks go in after the contracts' deployment, before the records.
+    limits = NodeLimits(latency=scenario.latency, max_log_blocks=scenario.max_log_blocks,
+                        requests_per_second=scenario.requests_per_second, max_batch=scenario.max_batch,
+                        gap=scenario.blocks, gap_after=deployment.start_block + 1)
+    database = workdir / f"{scenario.name}.sqlite3"
+    with NodeProxy(deployment.rpc_url, limits) as node:
+        extra = {"BOUNTY_RPC_MAX_REQUESTS_PER_SECOND": str(scenario.requests_per_second)} \
+            if scenario.requests_per_second and scenario.budget_configured else {}
+        env = environment(deployment, database, node.url, **extra)
+        migrate(env)
+        target = head + scenario.blocks
+        log = (workdir / f"{scenario.name}.log").open("w")
+        node.reset_stats()
+        started = time.monotonic()
+        process = subprocess.Popen([PYTHON, "manage.py", "run_indexer"], cwd=ROOT, env=env, stdout=log,
+                                   stderr=subprocess.STDOUT)
+        first_request = None
+        try:
+            while (done := last_indexed(database)) is None or done < target:
+                if first_request is None and node.stats.requests:
+                    first_request = time.monotonic() - started
+                if process.poll() is not None:
+                    raise SystemExit(f"{scenario.name}: run_indexer exited with {process.returncode}; "
+                                     f"see {log.name}")
+                if time.monotonic() - started > 1_800:
+                    raise SystemExit(f"{scenario.name}: not synced after 30 minutes")
+                time.sleep(0.01)
+            seconds = time.monotonic() - started - (first_request or 0.0)
+        finally:
+            process.terminate()
+            process.wait(30)
+        stats = node.reset_stats()
+    blocks = target - deployment.start_block + 1
+    ranges = math.ceil(blocks / scenario.max_log_blocks)
+    serial_floor = ranges * scenario.latency
+    rate_floor = ranges / scenario.requests_per_second if scenario.requests_per_second else None
+    floor = serial_floor if scenario.target == "serial" else rate_floor
+    ratio = seconds / floor if floor else None
+    result = {
+        "scenario": scenario.name, "blocks": blocks, "ranges": ranges, "seconds": round(seconds, 2),
+        "start_up_s": round(first_request or 0.0, 2), "serial_floor_s": round(serial_floor, 2),
+        "rate_floor_s": round(rate_floor, 2) if rate_floor else None, "requests": stats.requests,
+        "calls": stats.total_calls, "getLogs": stats.calls["eth_getLogs"], "refused": dict(stats.refused),
+        "max_in_flight": stats.max_in_flight, "max_calls_per_second": stats.max_calls_per_second,
+        "ratio_to_floor": round(ratio, 3) if ratio else None,
+    }
+    if scenario.target:
+        within_budget = scenario.requests_per_second is None or not scenario.budget_configured or \
+            stats.max_calls_per_second <= scenario.requests_per_second
+        result["target"] = f"<= {scenario.factor} x the {scenario.target} floor" + \
+            (", no second over the budget" if scenario.requests_per_second and scenario.budget_configured else "")
+        result["met"] = bool(ratio is not None and ratio <= scenario.factor and within_budget)
+    return result
+
+
+def live(w3: Web3, deployment: DevDeployment, workdir: Path, latency: float, posts: int,
+         idle_seconds: float) -> dict[str, Any]:
+    """Mined-to-websocket latency and the idle cost, with a block a second."""
+    database = workdir / "live.sqlite3"
+    with NodeProxy(deployment.rpc_url, NodeLimits(latency=latency)) as node:
+        env = environment(deployment, database, node.url)
+        migrate(env)
+        indexer = subprocess.Popen([PYTHON, "manage.py", "run_indexer"], cwd=ROOT, env=env,
+                                   stdout=(workdir / "live-indexer.log").open("w"), stderr=subprocess.STDOUT)
+        port = free_port()
+        daphne = subprocess.Popen([str(ROOT / ".venv/bin/daphne"), "-b", "127.0.0.1", "-p", str(port),
+                                   "bountysite.asgi:application"], cwd=ROOT, env=env,
+                                  stdout=subprocess.DEVNULL, stderr=(workdir / "live-daphne.log").open("w"))
+        try:
+            head = w3.eth.block_number
+            while (last_indexed(database) or -1) < head:
+                time.sleep(0.05)
+            w3.provider.make_request("evm_setIntervalMining", [1])  # type: ignore[arg-type]
+            client = None
+            deadline = time.monotonic() + 30
+            while client is None:
+                try:
+                    client = connect(f"ws://127.0.0.1:{port}/ws/events", open_timeout=5, legacy=True)
+                except OSError:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.1)
+            json.loads(client.recv(timeout=30))  # the snapshot
+            arrivals: dict[str, float] = {}
+
+            def listen() -> None:
+                for text in client:
+                    message = json.loads(text)
+                    if message.get("type") == "bounty.created":
+                        arrivals[message["payload"]["prompt"]] = time.monotonic()
+
+            threading.Thread(target=listen, daemon=True).start()
+            board, usdc = bounty_contract(w3, deployment.contract_address), usdc_contract(w3, deployment.usdc_address)
+            poster = deployment.accounts[1]
+            w3.eth.wait_for_transaction_receipt(
+                usdc.functions.approve(board.address, 2**256 - 1).transact({"from": poster}))
+            latencies = []
+            for n in range(posts):
+                prompt = f"live latency probe {n}"
+                tx = board.functions.createBounty(prompt, b"\x01" * 32, 10 * USDC, 3600).transact({"from": poster})
+                while True:  # mined within the second; its receipt appears at once
+                    try:
+                        w3.eth.get_transaction_receipt(tx)
+                        break
+                    except TransactionNotFound:
+                        time.sleep(0.005)
+                mined = time.monotonic()
+                deadline = mined + 30
+                while prompt not in arrivals and time.monotonic() < deadline:
+                    time.sleep(0.002)
+                latencies.append(arrivals.get(prompt, deadline) - mined)
+                time.sleep(0.37 + (n % 3) * 0.21)  # land at different points of the block interval
+            time.sleep(2)
+            node.reset_stats()
+            time.sleep(idle_seconds)
+            idle = node.reset_stats()
+            client.close()
+        finally:
+            w3.provider.make_request("evm_setIntervalMining", [0])  # type: ignore[arg-type]
+            indexer.terminate()
+            daphne.terminate()
+            indexer.wait(30)
+            daphne.wait(30)
+    latencies.sort()
+    median = statistics.median(latencies)
+    p90 = latencies[max(0, math.ceil(0.9 * len(latencies)) - 1)]
+    per_minute = idle.total_calls * 60 / idle_seconds
+    return {
+        "posts": posts, "latency_ms": round(latency * 1000), "median_s": round(median, 3), "p90_s": round(p90, 3),
+        "max_s": round(latencies[-1], 3), "idle_calls_per_minute": round(per_minute, 1),
+        "idle_calls_by_method": {method: round(n * 60 / idle_seconds, 1) for method, n in idle.calls.items()},
+        "met": median <= 0.5 and p90 <= 1.0,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--latency-ms", type=int, default=60)
+    parser.add_argument("--blocks", type=int, default=6_000)
+    parser.add_argument("--large", action="store_true", help="also 100,000 blocks in 10-block ranges")
+    parser.add_argument("--posts", type=int, default=20, help="bounties posted for the live latency")
+    parser.add_argument("--idle-seconds", type=float, default=30.0)
+    parser.add_argument("--only", help="run only the scenarios whose name contains this")
+    args = parser.parse_args()
+    latency = args.latency_ms / 1000
+    scenarios = [
+        Scenario("range-capped", args.blocks, 50, latency, target="serial", factor=0.35),
+        Scenario("rate-limited", args.blocks, 50, latency, requests_per_second=25, target="rate", factor=2.5),
+        Scenario("rate-limited-unconfigured", args.blocks, 50, latency, requests_per_second=25,
+                 budget_configured=False),
+        Scenario("batches-of-10", args.blocks, 50, latency, max_batch=10),
+    ]
+    if args.large:
+        scenarios += [
+            Scenario("large-range-capped", 100_000, 10, latency, target="serial", factor=0.35),
+            Scenario("large-rate-limited", 100_000, 10, latency, requests_per_second=25, target="rate", factor=2.5),
+        ]
+    if args.only:
+        scenarios = [s for s in scenarios if args.only in s.name]
+    anvil = Anvil(port=free_port())
+    w3 = anvil.start()
+    results: dict[str, Any] = {}
+    try:
+        deployment = deploy_reference_contracts(w3, anvil.rpc_url)
+        records = seed_demo_activity(w3, deployment)
+        print(f"dev chain: {w3.eth.block_number} blocks, records {records}; node: {args.latency_ms} ms away")
+        with tempfile.TemporaryDirectory(prefix="remote-sync-") as workdir:
+            for scenario in scenarios:
+                result = sync(scenario, w3, deployment, Path(workdir))
+                results[scenario.name] = result
+                print(json.dumps(result))
+            if not args.only or "live" in args.only:
+                results["live"] = live(w3, deployment, Path(workdir), latency, args.posts, args.idle_seconds)
+                print(json.dumps(results["live"]))
+    finally:
+        anvil.stop()
+    print("BENCH_SUMMARY " + json.dumps(results))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,83 @@
+"""The indexer's exceptions, in one place because they cross process boundaries: a bulk
+backfill's reader process raises them in the indexer process, pickled through a pipe. Each one
+unpickles as it was raised, with its fields (tests/indexer/test_errors.py tries every one)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class _Picklable(Exception):
+    """An exception whose keyword-only fields survive pickling (BaseException pickles only args)."""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _rebuild, (type(self), self.args, self.__dict__)
+
+
+def _rebuild(cls: type[BaseException], args: tuple[Any, ...], fields: dict[str, Any]) -> BaseException:
+    error = cls.__new__(cls)
+    error.args = args
+    error.__dict__.update(fields)
+    return error
+
+
+class IndexerError(RuntimeError):
+    """A condition the indexer cannot continue from; the message says what to do."""
+
+
+class ReorgTooDeep(IndexerError):
+    pass
+
+
+class ChainChanged(Exception):
+    """Blocks changed while the indexer read them (a reorganisation under way)."""
+
+
+class Stopped(Exception):
+    """The indexer was asked to stop while it waited for the node (for an answer or to retry)."""
+
+
+class RpcError(_Picklable):
+    """A deterministic failure: retrying the same request would fail the same way."""
+
+    kind = "other"
+
+    def __init__(self, message: str, *, code: int | None = None, data: Any = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.data = data
+
+
+class TransientRpcError(_Picklable):
+    """A failure that may pass on retry (network, overload, a truncated answer)."""
+
+    def __init__(self, message: str, *, retry_after: float | None = None, kind: str = "other") -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+        self.kind = kind
+
+
+class RangeTooLarge(RpcError):
+    """The node refused a getLogs range: too many blocks or too many results."""
+
+    kind = "range_limit"
+
+    def __init__(self, message: str, *, max_span: int | None, suggested_to: int | None, **kwargs: Any) -> None:
+        super().__init__(message, **kwargs)
+        self.max_span = max_span
+        self.suggested_to = suggested_to
+
+
+class BatchTooLarge(RpcError):
+    """The node refused a batch for its number of calls (`max_size` when it names its limit, 1 when
+    it serves no batches at all)."""
+
+    kind = "batch_limit"
+
+    def __init__(self, message: str, *, max_size: int | None, **kwargs: Any) -> None:
+        super().__init__(message, **kwargs)
+        self.max_size = max_size
+
+
+class RetriesExhausted(RpcError):
+    """A transient failure that kept happening after every retry."""

@@ -1,0 +1,49 @@
+"""indexer/errors.py: every exception the indexer raises survives the trip between processes (a
+bulk backfill's reader raises them in the indexer, pickled), with its message and its fields."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+
+from indexer.errors import (
+    BatchTooLarge,
+    ChainChanged,
+    IndexerError,
+    RangeTooLarge,
+    ReorgTooDeep,
+    RetriesExhausted,
+    RpcError,
+    Stopped,
+    TransientRpcError,
+)
+
+EXAMPLES = [
+    IndexerError("the node refuses eth_getLogs even for the single block 7"),
+    ReorgTooDeep("the chain reorganised below the 1024 kept block hashes"),
+    ChainChanged("blocks 5-9 changed while being read"),
+    Stopped("stopped while waiting for the node's answer"),
+    RpcError("JSON-RPC error -32602: invalid argument", code=-32602, data={"why": "hex"}),
+    TransientRpcError("HTTP 429", retry_after=3.0, kind="rate_limited"),
+    RangeTooLarge("eth_getLogs is limited to a 50 block range", max_span=50, suggested_to=None, code=-32600),
+    BatchTooLarge("batch of 60 requests exceeds the limit of 10", max_size=10, code=-32600, data=None),
+    RetriesExhausted("the node at http://node/v2/***: HTTP 503 (gave up after 8 attempts)"),
+]
+
+
+@pytest.mark.parametrize("error", EXAMPLES, ids=lambda error: type(error).__name__)
+def test_it_unpickles_as_it_was_raised(error: Exception) -> None:
+    copy = pickle.loads(pickle.dumps(error))
+    assert type(copy) is type(error)
+    assert str(copy) == str(error)
+    assert vars(copy) == vars(error)
+
+
+def test_every_exception_of_the_module_is_tried() -> None:
+    import indexer.errors as module
+
+    defined = {value for value in vars(module).values()
+               if isinstance(value, type) and issubclass(value, Exception) and value.__module__ == module.__name__
+               and not value.__name__.startswith("_")}
+    assert defined == {type(error) for error in EXAMPLES}

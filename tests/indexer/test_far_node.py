@@ -1,0 +1,129 @@
+"""The indexer through a node far away (tests/node_proxy.py: latency, a getLogs range cap, a budget
+of calls per second, a batch cap), catching up as production does: several ranges in flight,
+committed in block order, within the plan's budget, never giving up on a rate limit, and the
+mirror equal to the chain in the end, a reorganisation while ranges are in flight included."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+
+from contracts.demo import seed_demo_activity
+from indexer.models import AppliedLog
+from indexer.sync import Indexer
+from records.models import Bounty
+from tests.chain import USDC, Chain
+from tests.indexer.conftest import catch_up_to_head, config_for
+from tests.indexer.mirror import assert_live_consumer_is_current, assert_mirror_equals_chain, record_log_count
+from tests.node_proxy import NodeLimits, NodeProxy
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+QUIET_BLOCKS = 150
+
+
+def _mine(chain: Chain, blocks: int) -> None:
+    chain.w3.provider.make_request("anvil_mine", [hex(blocks)])  # type: ignore[arg-type]
+
+
+def _bounties(chain: Chain, prompts: list[str]) -> None:
+    chain.send(chain.usdc.functions.approve(chain.board.address, 2**256 - 1), chain.account(1))
+    for n, prompt in enumerate(prompts):
+        chain.send(chain.board.functions.createBounty(prompt, b"\x05" * 32, (n + 1) * USDC, 3600), chain.account(1))
+
+
+@contextmanager
+def far_indexer(chain: Chain, limits: NodeLimits, **config: Any) -> Iterator[tuple[Indexer, NodeProxy]]:
+    with NodeProxy(chain.deployment.rpc_url, limits) as node:
+        indexer = Indexer(config_for(chain, rpc_url=node.url, **config))
+        indexer.check_node()
+        indexer.ensure_deployment()
+        yield indexer, node
+
+
+def assert_consistent(chain: Chain, indexer: Indexer) -> None:
+    assert indexer.deployment is not None
+    assert_mirror_equals_chain(chain.board, indexer.deployment)
+    assert_live_consumer_is_current(indexer.deployment)
+    assert AppliedLog.objects.count() == record_log_count(chain.board), "every log applied once"
+
+
+@pytest.fixture
+def busy_then_quiet(chain: Chain) -> Chain:
+    """Demo activity, a quiet stretch, more bounties: records at both ends of many ranges."""
+    seed_demo_activity(chain.w3, chain.deployment)
+    _mine(chain, QUIET_BLOCKS)
+    _bounties(chain, [f"ipfs://after-the-quiet-{n}" for n in range(3)])
+    return chain
+
+
+def test_ranges_are_read_several_at_once_and_committed_in_order(busy_then_quiet: Chain) -> None:
+    chain = busy_then_quiet
+    with far_indexer(chain, NodeLimits(latency=0.03, max_log_blocks=5)) as (indexer, node):
+        catch_up_to_head(indexer)
+        assert node.stats.max_in_flight > 4
+        assert node.stats.refused["range"] >= 1  # it learnt the cap from the node's refusal
+    assert_consistent(chain, indexer)
+
+
+def test_a_plans_budget_is_never_exceeded(busy_then_quiet: Chain) -> None:
+    chain = busy_then_quiet
+    limits = NodeLimits(latency=0.01, max_log_blocks=10, requests_per_second=30)
+    with far_indexer(chain, limits, requests_per_second=30) as (indexer, node):
+        catch_up_to_head(indexer)
+        assert node.stats.max_calls_per_second <= 30
+        assert not node.stats.refused["rate limit"]
+    assert_consistent(chain, indexer)
+
+
+def test_a_rate_limit_storm_slows_the_indexer_down_and_never_stops_it(busy_then_quiet: Chain) -> None:
+    chain = busy_then_quiet
+    with far_indexer(chain, NodeLimits(latency=0.01, max_log_blocks=10, requests_per_second=15)) as (indexer, node):
+        catch_up_to_head(indexer)
+        assert node.stats.refused["rate limit"] >= 3
+        assert indexer.rpc.pacer.limit < indexer.rpc.pacer.max_concurrency  # it backed off
+    assert_consistent(chain, indexer)
+
+
+def test_a_batch_cap_is_learnt_from_the_nodes_refusal(busy_then_quiet: Chain) -> None:
+    chain = busy_then_quiet
+    with far_indexer(chain, NodeLimits(max_log_blocks=40, max_batch=2)) as (indexer, node):
+        catch_up_to_head(indexer)
+        assert node.stats.refused["batch"] >= 1
+        assert indexer.rpc.max_batch <= 2
+    assert_consistent(chain, indexer)
+
+
+def test_a_reorganisation_while_ranges_are_in_flight_leaves_the_mirror_equal_to_the_new_chain(chain: Chain) -> None:
+    _bounties(chain, ["ipfs://kept"])
+    with far_indexer(chain, NodeLimits(latency=0.02, max_log_blocks=4)) as (indexer, node):
+        catch_up_to_head(indexer)
+        fork = chain.w3.provider.make_request("evm_snapshot", [])["result"]  # type: ignore[arg-type]
+        _mine(chain, 40)
+        _bounties(chain, ["ipfs://orphaned-0", "ipfs://orphaned-1"])
+        _mine(chain, 40)
+        reads = node.stats.calls["eth_getLogs"]
+        reorganised = threading.Event()
+
+        def reorganise(call: dict[str, Any]) -> None:
+            """Once ranges of the old branch have been answered, and others are still in flight."""
+            if call.get("method") == "eth_getLogs" and node.stats.calls["eth_getLogs"] >= reads + 8 \
+                    and not reorganised.is_set():
+                reorganised.set()
+                assert chain.w3.provider.make_request("evm_revert", [fork])["result"] is True  # type: ignore[arg-type]
+                _mine(chain, 30)
+                _bounties(chain, ["ipfs://new-branch-0", "ipfs://new-branch-1", "ipfs://new-branch-2"])
+                _mine(chain, 60)
+
+        node.before_call = reorganise
+        catch_up_to_head(indexer)
+        node.before_call = None
+        assert reorganised.is_set()
+        assert node.stats.max_in_flight > 1
+    assert_consistent(chain, indexer)
+    assert sorted(Bounty.objects.values_list("prompt", flat=True)) == [
+        "ipfs://kept", "ipfs://new-branch-0", "ipfs://new-branch-1", "ipfs://new-branch-2"]
