@@ -477,9 +477,10 @@ class StageTimer:
         return timed
 
     def instrument(self, indexer: Any) -> None:
-        indexer.fetcher.fetch = self.wrap("getLogs", indexer.fetcher.fetch)
-        indexer._decode = self.wrap("decode", indexer._decode)
-        indexer._headers = self.wrap("headers", indexer._headers)
+        reader = indexer.reader
+        reader.fetcher.fetch = self.wrap("getLogs", reader.fetcher.fetch)
+        reader._decode = self.wrap("decode", reader._decode)
+        reader._headers = self.wrap("headers", reader._headers)
         indexer._commit = self.wrap("commit", indexer._commit)
         indexer._commit_prepared = self.wrap("commit", indexer._commit_prepared)  # a bulk backfill's writer thread
         indexer._prepare = self.wrap("prepare", indexer._prepare)
@@ -588,7 +589,7 @@ def run_ceiling(config: Any) -> dict[str, Any]:
         if last >= safe:
             break
         while last < safe:
-            for batch in indexer.read(last + 1, safe, head):
+            for batch in indexer.reader.read(last + 1, safe, head):
                 steps += 1
                 events += len(batch.events)
                 last = batch.to

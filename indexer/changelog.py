@@ -1,4 +1,5 @@
-"""Pruning the change log: entries older than the retention go, oldest first.
+"""The change log: its rows as the indexer writes them, and pruning (entries older than the
+retention go, oldest first).
 
 The websocket serves the change log to clients that resume with `?since=` (docs/api.md,
 Resuming) while the service still holds the entries: a client whose `since` is older than the
@@ -11,12 +12,25 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from django.db import transaction
+from django.utils import timezone
 
 from indexer.models import ChangeLogEntry, SyncState
+from indexer.transitions import Message, RecordStore
+from records.models import Deployment
 
 BATCH = 10_000
+CHANGE_COLUMNS = ("deployment_id", "seq", "type", "payload", "block_number", "created_at")
+
+
+def change_rows(deployment: Deployment, last_seq: int, store: RecordStore,
+                messages: list[Message]) -> list[tuple[Any, ...]]:
+    """Change-log rows of these messages in the order of CHANGE_COLUMNS, numbered after `last_seq`."""
+    now = timezone.now()
+    return [(deployment.pk, seq, message.type, store.payload(message), message.block_number, now)
+            for seq, message in enumerate(messages, start=last_seq + 1)]
 
 
 @dataclass(frozen=True)

@@ -13,20 +13,23 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
+import itertools
 import logging
 import queue
 import threading
+import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from indexer.errors import IndexerError, RangeTooLarge, Stopped
-from indexer.events import RECORD_EVENT_TOPICS
-from indexer.rpc import RpcClient
+from indexer.errors import ChainChanged, IndexerError, RangeTooLarge, Stopped
+from indexer.events import RECORD_EVENT_TOPICS, RecordEvent, UndecodableLog, decode_log
+from indexer.rpc import RpcClient, RpcCounts
 
 logger = logging.getLogger(__name__)
 
 Logs = list[dict[str, Any]]
+QUIET_BATCH_SECONDS = 1.0  # at most this long between the commits of a stretch without events
 _WAIT_STEP = 0.1  # seconds between looks at `stop` while waiting for a range
 
 
@@ -89,6 +92,26 @@ class LogFetcher:
             fetched.to = to
             fetched.logs.extend(part)
         return fetched
+
+
+@dataclass
+class Batch:
+    """Blocks start..to as read from the node: their record events, in chain order, and the
+    headers of their event blocks and of `to`."""
+
+    start: int
+    to: int
+    head: int
+    safe: int
+    events: list[RecordEvent]
+    headers: dict[int, dict[str, Any]]
+    parent_hash: str | None  # the hash of block start - 1 when this was read (None: before the start block)
+    rpc: RpcCounts = field(default_factory=RpcCounts)  # the calls made to read it, for the metrics
+
+    @property
+    def final(self) -> bool:
+        """Whether it reaches the safe head it was read for."""
+        return self.to >= self.safe
 
 
 @dataclass
@@ -169,3 +192,120 @@ class OrderedRanges:
             first, last, future = task
             if future.set_running_or_notify_cancel():
                 future.set_result(self._fetcher.fetch_all(first, last, self._abandoned))
+
+
+class BatchReader:
+    """The fetch and decode stages: the record events of a span of blocks, in batches of about
+    `batch_logs` events, each with the block headers the commit needs and the reorganisation
+    checks use."""
+
+    def __init__(self, rpc: RpcClient, *, address: str, start_block: int, span: int, max_span: int,
+                 batch_logs: int) -> None:
+        self.rpc = rpc
+        self.fetcher = LogFetcher(rpc, address, span=span, max_span=max_span, target_logs=batch_logs)
+        self.address = address
+        self.start_block = start_block
+        self.batch_logs = batch_logs
+        self.sizes: Iterator[int] = itertools.repeat(batch_logs)  # the sizes of the next batches
+
+    def use(self, rpc: RpcClient) -> None:
+        """Reads through this client from now on (a forked process's own)."""
+        self.rpc = self.fetcher.rpc = rpc
+
+    def read(self, start: int, safe: int, head: int) -> Iterator[Batch]:
+        """The record events of blocks start..safe in batches of about `batch_logs` events, each
+        with the headers of its event blocks, of its last block and of the block before it,
+        decoded one batch at a time so the first can be committed while the rest are read.
+
+        The ranges are read several at once (indexer.fetch). A batch ends when it holds enough
+        events, at `safe`, or when the next range has not come yet and the batch holds events (so
+        they are committed without waiting) or has gathered ranges for QUIET_BATCH_SECONDS: a quiet
+        stretch costs one request for headers a second, not one a range. ChainChanged when blocks
+        changed while being read: the caller checks the indexed blocks again."""
+        gathered: list[tuple[int, dict[str, Any]]] = []
+        first = start
+        cut_by = time.monotonic() + QUIET_BATCH_SECONDS
+        ranges = OrderedRanges(self.fetcher, start, safe)
+        for _, to, raw_logs, failing in ranges:
+            gathered.extend(self._relevant(raw_logs))
+            waiting = not ranges.ready()
+            if to >= safe or failing or len(gathered) >= self.batch_logs or (
+                    waiting and (gathered or time.monotonic() >= cut_by)):
+                for part_first, part_last, part in split_logs(gathered, first, to, self.sizes):
+                    yield self._batch(part_first, part_last, part, head, safe)
+                first, gathered, cut_by = to + 1, [], time.monotonic() + QUIET_BATCH_SECONDS
+
+    def _batch(self, first: int, last: int, raw_logs: list[dict[str, Any]], head: int, safe: int) -> Batch:
+        events = self._decode(raw_logs, first, last)
+        numbers = {e.log.block_number for e in events} | {last}
+        parent_number = first - 1 if first > self.start_block else None
+        headers = self._headers(sorted(numbers | ({parent_number} if parent_number is not None else set())))
+        if headers is None or any(headers[e.log.block_number]["hash"] != e.log.block_hash for e in events):
+            raise ChainChanged(f"blocks {first}-{last} changed while being read (a reorganisation)")
+        parent = headers.pop(parent_number)["hash"] if parent_number is not None else None
+        return Batch(first, last, head, safe, events, {n: headers[n] for n in sorted(numbers)}, parent,
+                     self.rpc.tally.take())
+
+    def _relevant(self, raw_logs: list[dict[str, Any]]) -> list[tuple[int, dict[str, Any]]]:
+        """(block number, log) of the contract's logs that are not removed, in block order; a
+        log whose block number does not read goes first, for `_decode` to report."""
+        relevant = []
+        for raw in raw_logs:
+            if raw.get("removed") or str(raw.get("address", "")).lower() != self.address:
+                continue
+            try:
+                block = int(raw["blockNumber"], 16)
+            except (KeyError, TypeError, ValueError):
+                block = -1
+            relevant.append((block, raw))
+        relevant.sort(key=lambda item: item[0])
+        return relevant
+
+    def _decode(self, raw_logs: list[dict[str, Any]], start: int, to: int) -> list[RecordEvent]:
+        events: list[RecordEvent] = []
+        for raw in raw_logs:
+            try:
+                event = decode_log(raw)
+            except (UndecodableLog, KeyError, ValueError, TypeError) as exc:
+                logger.error("skipping a log that does not decode (%s): %s", exc, raw)
+                continue
+            if not start <= event.log.block_number <= to:
+                raise IndexerError(f"the node returned a log of block {event.log.block_number} for blocks {start}-{to}")
+            events.append(event)
+        events.sort(key=lambda e: (e.log.block_number, e.log.log_index))
+        return events
+
+    def _headers(self, numbers: list[int]) -> dict[int, dict[str, Any]] | None:
+        """The headers of these blocks; None when the node lacks one (a reorganisation under way)."""
+        answers = self.rpc.batch([("eth_getBlockByNumber", [hex(n), False]) for n in numbers])
+        if not all(isinstance(header, dict) for header in answers):
+            return None
+        for number, header in zip(numbers, answers, strict=True):
+            if header.get("number") not in (None, hex(number)):
+                raise IndexerError(f"the node at {self.rpc.node} answered the header of block "
+                                   f"{header.get('number')} when asked for block {number}")
+        return dict(zip(numbers, answers, strict=True))
+
+
+def split_logs(logs: list[tuple[int, dict[str, Any]]], start: int, to: int,
+           sizes: Iterator[int]) -> Iterator[tuple[int, int, list[dict[str, Any]]]]:
+    """Blocks start..to as consecutive ranges (first, last, their logs) of about the next of
+    `sizes` logs each, cut only between blocks; `logs` are (block, log) in block order."""
+    first, part, size = start, [], next(sizes)
+    for i, (block, raw) in enumerate(logs):
+        part.append(raw)
+        if len(part) >= size and block < to and first <= block and (i + 1 == len(logs) or logs[i + 1][0] != block):
+            yield first, block, part
+            first, part, size = block + 1, [], next(sizes)
+    yield first, to, part
+
+
+def batch_sizes(size: int) -> Iterator[int]:
+    """A catch-up's batch sizes: the first batches smaller, so that the pipeline's stages get to
+    work early (the first batch is read, decoded, applied and written one stage after another),
+    then `size`."""
+    small = max(1, size // 8)
+    while small < size:
+        yield small
+        small *= 2
+    yield from itertools.repeat(size)

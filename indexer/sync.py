@@ -1,11 +1,12 @@
-"""The indexer pipeline: fetch logs, decode, apply, commit; detect and undo reorganisations.
+"""The indexer: start-up checks, then catch-up and following, over the pipeline's stages: fetch and
+decode (indexer.fetch, read ahead by indexer.pipeline), apply (indexer.transitions), commit (here).
 
 Each batch is one database transaction holding the records it changes, the applied-log ledger,
 the change log, the hashes of its blocks and the new progress, so a crash at any instant
 leaves either all of a batch or none of it, and a restart resumes right after the last
-committed block. Only blocks at least `confirmations` deep are indexed. Before each batch the
-stored tip's hash is compared with the chain; on a mismatch the indexer walks back through the
-kept hashes to the common ancestor, undoes everything above it, and indexes the new branch.
+committed block. Only blocks at least `confirmations` deep are indexed. Each batch's parent must
+be the indexed tip; when it is not, or when no new block came for a while, the tip is compared
+with the chain and a reorganisation undone (indexer.reorg).
 """
 
 from __future__ import annotations
@@ -13,33 +14,30 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import gc
-import itertools
 import logging
 import multiprocessing
 import os
-import pickle
-import queue
 import re
 import socket
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any
 
 from django.conf import settings
-from django.db import DatabaseError, connection, connections, transaction
+from django.db import DatabaseError, connection, transaction
 from django.db.models import F, Sum
 from django.utils import timezone
 from eth_utils.crypto import keccak
 
 from indexer import indexes
-from indexer.bulk import RowStream, batch_session, convert_rows, insert_rows
-from indexer.errors import ChainChanged, IndexerError, ReorgTooDeep
-from indexer.events import RecordEvent, UndecodableLog, decode_log
-from indexer.fetch import LogFetcher, OrderedRanges
+from indexer.bulk import RowStream, batch_session, convert_rows
+from indexer.changelog import CHANGE_COLUMNS, change_rows
+from indexer.errors import ChainChanged, IndexerError
+from indexer.fetch import Batch, BatchReader, batch_sizes
 from indexer.locks import LockWaitInterrupted, deployment_lock
 from indexer.metrics import IndexerMetrics
 from indexer.models import (
@@ -53,15 +51,22 @@ from indexer.models import (
     SyncState,
 )
 from indexer.pacing import Pacer
-from indexer.rpc import RpcClient, RpcCounts, RpcError, Stopped
-from indexer.transitions import Message, RecordStore, Writes, apply_event, chain_time, undo_entries
+from indexer.pipeline import (
+    BatchWriter,
+    ReadAhead,
+    RecordMemory,
+    collections_between_batches,
+    database_connections_of_our_own,
+)
+from indexer.reorg import Reorganisations
+from indexer.rpc import RpcClient, RpcError, Stopped
+from indexer.transitions import RecordStore, Writes, apply_event, chain_time
 from records.live import notify_changes
 from records.models import Deployment
 
 logger = logging.getLogger(__name__)
 
 _LEDGER_COLUMNS = ("deployment_id", "block_number", "block_hash", "tx_hash", "log_index", "event", "undo")
-_CHANGE_COLUMNS = ("deployment_id", "seq", "type", "payload", "block_number", "created_at")
 _BLOCK_COLUMNS = ("deployment_id", "number", "hash", "parent_hash", "timestamp")
 # The contract's record counters, read at the safe head to tell how many rows a backfill adds.
 _COUNTERS = [("0x" + keccak(text=f"{name}()")[:4].hex()) for name in ("bountyCount", "submissionCount", "disputeCount")]
@@ -74,11 +79,9 @@ DEFER_INDEXES_ON = {"postgresql": True, "sqlite": True}
 # batch of a busy one small (its decoding waits for the whole answer).
 INITIAL_SPAN = 16
 IDLE_CHECK_SECONDS = 5.0  # without new blocks, how often the tip is checked and the heartbeat written
-QUIET_BATCH_SECONDS = 1.0  # at most this long between the commits of a stretch without events
 BUILD_RETRY_SECONDS = 60  # after a failed index build
 RECORD_MEMORY = 200_000  # records a catch-up keeps in memory between batches (about 2 KB each)
 _RELEASED = 2**62  # `committed` once the writing process stops: past any block
-STOP_PATIENCE = 0.5  # seconds a stopping indexer waits for its reader to end before killing it
 USDC_DECIMALS = 6  # the amounts the service shows are in units of 10^-6 USDC
 ANNOUNCE_SECONDS = 5.0  # how often a process records itself in IndexerProcess (for /health)
 
@@ -129,26 +132,6 @@ class IndexerConfig:
 
 
 @dataclass
-class Batch:
-    """Blocks start..to as read from the node: their record events, in chain order, and the
-    headers of their event blocks and of `to`."""
-
-    start: int
-    to: int
-    head: int
-    safe: int
-    events: list[RecordEvent]
-    headers: dict[int, dict[str, Any]]
-    parent_hash: str | None  # the hash of block start - 1 when this was read (None: before the start block)
-    rpc: RpcCounts = field(default_factory=RpcCounts)  # the calls made to read it, for the metrics
-
-    @property
-    def final(self) -> bool:
-        """Whether it reaches the safe head it was read for."""
-        return self.to >= self.safe
-
-
-@dataclass
 class Progress:
     """Backfill progress: blocks done of total, events/s, time left."""
 
@@ -182,13 +165,14 @@ class Indexer:
                                                 requests_per_second=config.requests_per_second))
         self.metrics = IndexerMetrics(config.chain_id, config.contract_address)
         self.name = f"{socket.gethostname()}:{os.getpid()}"  # as /health lists the deployment's indexers
-        self.fetcher = LogFetcher(self.rpc, config.contract_address, span=config.initial_span,
-                                  max_span=config.max_span, target_logs=config.batch_logs)
+        self.reorganisations = Reorganisations(self.rpc, start_block=config.start_block,
+                                               kept_blocks=config.kept_blocks, metrics=self.metrics)
+        self.reader = BatchReader(self.rpc, address=config.contract_address, start_block=config.start_block,
+                                  span=config.initial_span, max_span=config.max_span, batch_logs=config.batch_logs)
         self.deployment: Deployment | None = None
         self.progress: Progress | None = None
         self.next_build = 0.0  # monotonic time from which a deferred index build may start
         self._pid = os.getpid()
-        self._next_sizes: Iterator[int] = itertools.repeat(config.batch_logs)  # the next batches of `read`
         self._head_time: datetime | None = None  # of the head block last seen, for the lag in seconds
         self._seen_head: int | None = None
         self._polled_head: int | None = None  # the head `_await_new_head` saw move, for `catch_up`
@@ -437,7 +421,7 @@ class Indexer:
         # New blocks need no check of the tip first: the first batch's parent is the tip, and a
         # batch whose parent is not the indexed tip raises ChainChanged, which asks for one.
         if last >= safe or self._tip_unchecked:
-            if self._undo_reorg(deployment, state):
+            if self.reorganisations.undo(deployment):
                 return True
             self._tip_unchecked = False
         if last >= safe:
@@ -446,14 +430,14 @@ class Indexer:
         # As the database has them: a batch clears them on this object before it commits.
         deployment.refresh_from_db(fields=[f"{kind}_in_chain_order" for kind in ("bounty", "submission", "dispute")])
         parent = self._tip_hash(deployment, last)
-        self._next_sizes = _batch_sizes(self.config.batch_logs)
+        self.reader.sizes = batch_sizes(self.config.batch_logs)
         try:
             if state.bulk_from_block is not None:
                 self._bulk_catch_up(deployment, state, parent, last + 1, safe, head)
                 return True
             memory = RecordMemory()
-            with ReadAhead(lambda start: self.read(start, safe, head), last + 1, safe, self.config.read_ahead,
-                           self.stop) as batches, _collections_between_batches():
+            with ReadAhead(lambda start: self.reader.read(start, safe, head), last + 1, safe, self.config.read_ahead,
+                           self.stop) as batches, collections_between_batches():
                 for n, batch in enumerate(batches, start=1):
                     if batch.parent_hash != parent:
                         raise ChainChanged(f"block {batch.start - 1} changed while blocks after it were read")
@@ -483,11 +467,11 @@ class Indexer:
             self._commit_prepared(deployment, prepared)
             committed.value = prepared.batch.to
 
-        writer: BatchWriter | None = None
+        writer: BatchWriter[Prepared] | None = None
         try:
             with ReadAhead(lambda start: self._prepare_ahead(deployment, state, memory, committed, start, safe, head),
                            first, safe, self.config.read_ahead, self.stop, in_process=True,
-                           on_start=self._own_connections) as prepared_batches, _collections_between_batches():
+                           on_start=self._own_connections) as prepared_batches, collections_between_batches():
                 try:
                     if connection.vendor == "postgresql":  # after the fork: no thread of ours in the reader
                         writer = BatchWriter(commit)
@@ -516,8 +500,9 @@ class Indexer:
         with its rows converted for the database. Before the memory forgets its
         records, the batches that wrote them must be committed: the records are read back from
         the database after that."""
-        with ReadAhead(lambda first: self.read(first, safe, head), start, safe, self.config.read_ahead, self.stop,
-                       in_process=True, on_start=self._own_connections) as batches, _collections_between_batches():
+        with ReadAhead(lambda first: self.reader.read(first, safe, head), start, safe, self.config.read_ahead,
+                       self.stop, in_process=True, on_start=self._own_connections) as batches, \
+                collections_between_batches():
             for batch in batches:
                 if memory.size() > RECORD_MEMORY:
                     while committed.value < batch.start - 1:
@@ -531,8 +516,9 @@ class Indexer:
         """In a reader process: connections of its own to the node and to the database (the
         ones it inherited are the parent's)."""
         if os.getpid() != self._pid:
-            self.rpc = self.fetcher.rpc = self.rpc.fresh()
-            _database_connections_of_our_own()
+            self.rpc = self.rpc.fresh()
+            self.reader.use(self.rpc)
+            database_connections_of_our_own()
 
     def _head(self) -> int:
         """The chain head's number (its time kept for the metrics)."""
@@ -559,80 +545,6 @@ class Indexer:
         if last < self.config.start_block:
             return None
         return IndexedBlock.objects.filter(deployment=deployment, number=last).values_list("hash", flat=True).first()
-
-    def read(self, start: int, safe: int, head: int) -> Iterator[Batch]:
-        """The record events of blocks start..safe in batches of about `batch_logs` events, each
-        with the headers of its event blocks, of its last block and of the block before it,
-        decoded one batch at a time so the first can be committed while the rest are read.
-
-        The ranges are read several at once (indexer.fetch). A batch ends when it holds enough
-        events, at `safe`, or when the next range has not come yet and the batch holds events (so
-        they are committed without waiting) or has gathered ranges for QUIET_BATCH_SECONDS: a quiet
-        stretch costs one request for headers a second, not one a range. ChainChanged when blocks
-        changed while being read: the caller checks the indexed blocks again."""
-        gathered: list[tuple[int, dict[str, Any]]] = []
-        first = start
-        cut_by = time.monotonic() + QUIET_BATCH_SECONDS
-        ranges = OrderedRanges(self.fetcher, start, safe)
-        for _, to, raw_logs, failing in ranges:
-            gathered.extend(self._relevant(raw_logs))
-            waiting = not ranges.ready()
-            if to >= safe or failing or len(gathered) >= self.config.batch_logs or (
-                    waiting and (gathered or time.monotonic() >= cut_by)):
-                for part_first, part_last, part in _split(gathered, first, to, self._next_sizes):
-                    yield self._batch(part_first, part_last, part, head, safe)
-                first, gathered, cut_by = to + 1, [], time.monotonic() + QUIET_BATCH_SECONDS
-
-    def _batch(self, first: int, last: int, raw_logs: list[dict[str, Any]], head: int, safe: int) -> Batch:
-        events = self._decode(raw_logs, first, last)
-        numbers = {e.log.block_number for e in events} | {last}
-        parent_number = first - 1 if first > self.config.start_block else None
-        headers = self._headers(sorted(numbers | ({parent_number} if parent_number is not None else set())))
-        if headers is None or any(headers[e.log.block_number]["hash"] != e.log.block_hash for e in events):
-            raise ChainChanged(f"blocks {first}-{last} changed while being read (a reorganisation)")
-        parent = headers.pop(parent_number)["hash"] if parent_number is not None else None
-        return Batch(first, last, head, safe, events, {n: headers[n] for n in sorted(numbers)}, parent,
-                     self.rpc.tally.take())
-
-    def _relevant(self, raw_logs: list[dict[str, Any]]) -> list[tuple[int, dict[str, Any]]]:
-        """(block number, log) of the contract's logs that are not removed, in block order; a
-        log whose block number does not read goes first, for `_decode` to report."""
-        relevant = []
-        for raw in raw_logs:
-            if raw.get("removed") or str(raw.get("address", "")).lower() != self.config.contract_address:
-                continue
-            try:
-                block = int(raw["blockNumber"], 16)
-            except (KeyError, TypeError, ValueError):
-                block = -1
-            relevant.append((block, raw))
-        relevant.sort(key=lambda item: item[0])
-        return relevant
-
-    def _decode(self, raw_logs: list[dict[str, Any]], start: int, to: int) -> list[RecordEvent]:
-        events: list[RecordEvent] = []
-        for raw in raw_logs:
-            try:
-                event = decode_log(raw)
-            except (UndecodableLog, KeyError, ValueError, TypeError) as exc:
-                logger.error("skipping a log that does not decode (%s): %s", exc, raw)
-                continue
-            if not start <= event.log.block_number <= to:
-                raise IndexerError(f"the node returned a log of block {event.log.block_number} for blocks {start}-{to}")
-            events.append(event)
-        events.sort(key=lambda e: (e.log.block_number, e.log.log_index))
-        return events
-
-    def _headers(self, numbers: list[int]) -> dict[int, dict[str, Any]] | None:
-        """The headers of these blocks; None when the node lacks one (a reorganisation under way)."""
-        answers = self.rpc.batch([("eth_getBlockByNumber", [hex(n), False]) for n in numbers])
-        if not all(isinstance(header, dict) for header in answers):
-            return None
-        for number, header in zip(numbers, answers, strict=True):
-            if header.get("number") not in (None, hex(number)):
-                raise IndexerError(f"the node at {self.rpc.node} answered the header of block "
-                                   f"{header.get('number')} when asked for block {number}")
-        return dict(zip(numbers, answers, strict=True))
 
     def _commit(self, deployment: Deployment, batch: Batch, memory: RecordMemory | None = None) -> None:
         """Applies and writes one batch with the progress it makes, in one transaction. `memory`
@@ -682,7 +594,7 @@ class Indexer:
         store.load(batch.events)
         times = {number: chain_time(int(header["timestamp"], 16)) for number, header in batch.headers.items()}
         # A reorganisation never rolls back to below the oldest block hash kept after this batch
-        # (see _common_ancestor), so the logs of the blocks up to there need no undo entries.
+        # (see indexer.reorg), so the logs of the blocks up to there need no undo entries.
         undo_floor = batch.to - self.config.kept_blocks
         ledger: list[tuple[Any, ...]] = []
         for event in batch.events:
@@ -700,13 +612,13 @@ class Indexer:
         # The records first: the database indexes them while the payloads are rendered.
         with RowStream() as stream:
             prepared.writes.write(stream)
-            entries = self._entries(deployment, locked.last_seq, store, messages) if store is not None else []
+            entries = change_rows(deployment, locked.last_seq, store, messages) if store is not None else []
             if locked.bulk_from_block is not None and batch.final:  # the bulk backfill is over: clients need
                 entries.append((deployment.pk, locked.last_seq + 1, MessageType.RESYNC,  # a new snapshot
                                 {"from_block": locked.bulk_from_block, "to_block": batch.to}, batch.to,
                                 timezone.now()))
                 locked.bulk_from_block = None
-            stream.insert(ChangeLogEntry, _CHANGE_COLUMNS, entries)
+            stream.insert(ChangeLogEntry, CHANGE_COLUMNS, entries)
             stream.insert(AppliedLog, _LEDGER_COLUMNS, prepared.ledger)
             stream.insert(IndexedBlock, _BLOCK_COLUMNS, [(deployment.pk, number, header["hash"], header["parentHash"],
                                                           prepared.times[number])
@@ -725,66 +637,6 @@ class Indexer:
         locked.last_heartbeat = timezone.now()
         locked.save()
         self._report(batch, prepared.applied, Counter(message.type for message in messages))
-
-    @staticmethod
-    def _entries(deployment: Deployment, last_seq: int, store: RecordStore,
-                 messages: list[Message]) -> list[tuple[Any, ...]]:
-        """Change-log rows in the order of _CHANGE_COLUMNS, numbered after `last_seq`."""
-        now = timezone.now()
-        return [(deployment.pk, seq, message.type, store.payload(message), message.block_number, now)
-                for seq, message in enumerate(messages, start=last_seq + 1)]
-
-    # ------------------------------------------------------------------ reorganisations
-
-    def _undo_reorg(self, deployment: Deployment, state: SyncState) -> bool:
-        tip = IndexedBlock.objects.filter(deployment=deployment).order_by("-number").first()
-        if tip is None:
-            return False
-        header = self.rpc.call("eth_getBlockByNumber", [hex(tip.number), False])
-        if header and header["hash"] == tip.hash:
-            return False
-        ancestor = self._common_ancestor(deployment, tip.number)
-        self._roll_back(deployment, ancestor, tip.number)
-        return True
-
-    def _common_ancestor(self, deployment: Deployment, tip: int) -> int:
-        stored = list(IndexedBlock.objects.filter(deployment=deployment).order_by("-number")
-                      .values_list("number", "hash"))
-        for start in range(0, len(stored), 200):
-            chunk = stored[start : start + 200]
-            answers = self.rpc.batch([("eth_getBlockByNumber", [hex(n), False]) for n, _ in chunk])
-            for (number, stored_hash), header in zip(chunk, answers, strict=True):
-                if header and header["hash"] == stored_hash:
-                    return int(number)
-        base = self.config.start_block - 1
-        if base >= tip - self.config.kept_blocks:
-            return base
-        raise ReorgTooDeep(
-            f"the chain reorganised below the {len(stored)} kept block hashes (tip {tip}, oldest kept "
-            f"{stored[-1][0] if stored else 'none'}): the mirror may hold orphaned records. Stop the service and "
-            "re-index this deployment from BOUNTY_START_BLOCK into an empty database."
-        )
-
-    @transaction.atomic
-    def _roll_back(self, deployment: Deployment, ancestor: int, tip: int) -> None:
-        state = SyncState.objects.select_for_update().get(deployment=deployment)
-        orphaned = list(AppliedLog.objects.filter(deployment=deployment, block_number__gt=ancestor)
-                        .order_by("-block_number", "-log_index"))
-        entries = [entry for log in orphaned for entry in reversed(log.undo)]
-        store = RecordStore(deployment)
-        messages = undo_entries(store, entries, block_number=ancestor)
-        store.save()
-        AppliedLog.objects.filter(pk__in=[log.pk for log in orphaned]).delete()
-        IndexedBlock.objects.filter(deployment=deployment, number__gt=ancestor).delete()
-        insert_rows(ChangeLogEntry, _CHANGE_COLUMNS, self._entries(deployment, state.last_seq, store, messages))
-        if messages:  # wake the websocket feeds of every server process once this commits
-            transaction.on_commit(notify_changes)
-        state.last_seq += len(messages)
-        state.last_indexed_block = ancestor if ancestor >= self.config.start_block else None
-        state.save()
-        transaction.on_commit(lambda: self.metrics.reorganised(tip - ancestor))
-        logger.warning("reorganisation: rolled back blocks %d-%d (%d logs, %d records corrected); "
-                       "indexing the new branch", ancestor + 1, tip, len(orphaned), len(messages))
 
     # ------------------------------------------------------------------ reporting
 
@@ -833,272 +685,3 @@ class Prepared:
                                    ledger=convert_rows(AppliedLog, _LEDGER_COLUMNS, self.ledger))
 
 
-class BatchWriter:
-    """Commits prepared batches in order on a thread of its own (with a database connection of
-    its own) while the caller applies the next one: the database's work on one batch overlaps
-    the Python work on the next. One batch waits at most. After a failure the batches behind it
-    are dropped and the failure is raised to the caller, whose memory of the records is void."""
-
-    def __init__(self, commit: Callable[[Prepared], None]) -> None:
-        self._commit = commit
-        self._queue: queue.Queue[Prepared | None] = queue.Queue(maxsize=1)
-        self._failure: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name="indexer-writer", daemon=True)
-        self._thread.start()
-
-    def submit(self, prepared: Prepared) -> None:
-        self._raise()
-        self._queue.put(prepared)
-
-    def drain(self) -> None:
-        """Waits until every submitted batch is committed."""
-        self._queue.join()
-        self._raise()
-
-    def close(self) -> None:
-        self._queue.put(None)
-        self._thread.join()
-        self._raise()
-
-    def _raise(self) -> None:
-        if self._failure is not None:
-            raise self._failure
-
-    def _run(self) -> None:
-        try:
-            while (prepared := self._queue.get()) is not None:
-                try:
-                    if self._failure is None:
-                        self._commit(prepared)
-                except BaseException as exc:  # raised in the caller's thread
-                    self._failure = exc
-                finally:
-                    self._queue.task_done()
-            self._queue.task_done()
-        finally:
-            connection.close()
-
-
-_INHERITED_CONNECTIONS: list[Any] = []
-
-
-def _database_connections_of_our_own() -> None:
-    """In a forked process: new database connections in place of the inherited ones. Those are
-    the parent's: they stay referenced here and are never closed (closing one would end the
-    parent's session, on the socket both hold), and the new ones are not pooled (the pool and
-    its connections are the parent's too)."""
-    for alias in connections:
-        inherited = connections[alias]
-        _INHERITED_CONNECTIONS.append(inherited)
-        options = {name: value for name, value in inherited.settings_dict.get("OPTIONS", {}).items() if name != "pool"}
-        connections[alias] = type(inherited)({**inherited.settings_dict, "OPTIONS": options}, alias)
-
-
-@contextlib.contextmanager
-def _collections_between_batches() -> Iterator[None]:
-    """Python's automatic garbage collection off during a catch-up: a batch allocates hundreds of
-    thousands of objects and the automatic collections scanned the records kept in memory over
-    and over (a quarter of a backfill's time), while batches leave no cyclic garbage (reference
-    counting frees it all). The caller collects the young generations every so many batches, for
-    what retries and errors may leave, and once more at the end (a full collection scanned every
-    long-lived object for a tenth of a second); the oldest generation is left to the automatic
-    collections."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-        gc.collect(1)
-
-
-@dataclass
-class RecordMemory:
-    """Records as the last committed batch left them, carried to the next batch of a catch-up:
-    a backfill changes records soon after creating them, and reading them back costs more than
-    applying the events."""
-
-    bounties: dict[int, Any] = field(default_factory=dict)
-    submissions: dict[int, Any] = field(default_factory=dict)
-    disputes: dict[int, Any] = field(default_factory=dict)
-
-    def size(self) -> int:
-        return len(self.bounties) + len(self.submissions) + len(self.disputes)
-
-    def clear(self) -> None:
-        self.bounties.clear()
-        self.submissions.clear()
-        self.disputes.clear()
-
-
-def _split(logs: list[tuple[int, dict[str, Any]]], start: int, to: int,
-           sizes: Iterator[int]) -> Iterator[tuple[int, int, list[dict[str, Any]]]]:
-    """Blocks start..to as consecutive ranges (first, last, their logs) of about the next of
-    `sizes` logs each, cut only between blocks; `logs` are (block, log) in block order."""
-    first, part, size = start, [], next(sizes)
-    for i, (block, raw) in enumerate(logs):
-        part.append(raw)
-        if len(part) >= size and block < to and first <= block and (i + 1 == len(logs) or logs[i + 1][0] != block):
-            yield first, block, part
-            first, part, size = block + 1, [], next(sizes)
-    yield first, to, part
-
-
-def _batch_sizes(size: int) -> Iterator[int]:
-    """A catch-up's batch sizes: the first batches smaller, so that the pipeline's stages get to
-    work early (the first batch is read, decoded, applied and written one stage after another),
-    then `size`."""
-    small = max(1, size // 8)
-    while small < size:
-        yield small
-        small *= 2
-    yield from itertools.repeat(size)
-
-
-class _Ranged(Protocol):
-    @property
-    def to(self) -> int: ...
-
-
-_Item = TypeVar("_Item", bound=_Ranged)
-
-
-class ReadAhead(Generic[_Item]):
-    """Reads batches ahead while the caller commits the ones before, so that the node's work and
-    the decoding overlap the database's. At most `depth` batches wait, so memory stays bounded
-    however far behind the indexer is. Iterating yields the batches in order up to `safe`; an
-    error of the reader is raised there; leaving the block stops the reader.
-
-    The reader is a thread, or with `in_process` a process forked from this one (which first
-    calls `on_start` there): decoding is Python, and a thread would share this process's one
-    interpreter lock with the applying, so a bulk backfill reads in a process of its own, and
-    prepares its batches in another (`Indexer._bulk_catch_up`: the items are then `Prepared`).
-    Its items come through a pipe, pickled (indexer.events keeps that cheap); a semaphore bounds
-    how many are on their way. The process exits once this one has left the block, or died."""
-
-    def __init__(self, read: Callable[[int], Iterator[_Item]], first: int, safe: int, depth: int,
-                 stop: threading.Event, *, in_process: bool = False,
-                 on_start: Callable[[], None] = lambda: None) -> None:
-        self._read = read
-        self._first = first
-        self._safe = safe
-        self._stop = stop
-        self._on_start = on_start
-        self._in_process = in_process
-        depth = max(1, depth)
-        if in_process:
-            context = multiprocessing.get_context("fork")
-            self._receiver, self._sender = context.Pipe(duplex=False)
-            self._slots = context.BoundedSemaphore(depth)
-            self._closed: Any = context.Event()
-            self._parent = os.getpid()
-            # Not a daemon, which may not fork (a bulk backfill's reader has a reader of its own):
-            # `__exit__` ends it, and it ends itself once its parent has died (`_put`).
-            self._worker: Any = context.Process(target=self._run, name="indexer-read-ahead", daemon=False)
-        else:
-            self._queue: queue.Queue[_Item | BaseException | None] = queue.Queue(maxsize=depth)
-            self._closed = threading.Event()
-            self._worker = threading.Thread(target=self._run, name="indexer-read-ahead", daemon=True)
-
-    def __enter__(self) -> Iterator[_Item]:
-        if not self._in_process:
-            self._worker.start()
-            return self._batches()
-        # The process inherits this one's heap copy-on-write: its garbage collections must not
-        # scan what it inherited (touching each object copies its page: a third of a second at
-        # the start of a backfill), so it starts with all of it in the permanent generation.
-        gc.freeze()
-        try:
-            self._worker.start()
-        finally:
-            gc.unfreeze()
-        return self._batches()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self._closed.set()  # a reader waiting to put sees it within its timeout
-        stopping = self._stop.is_set()
-        if not self._in_process:
-            # A daemon thread: when the indexer stops, one still waiting for the node's answer is
-            # left to end with the process.
-            self._worker.join(STOP_PATIENCE if stopping else None)
-            return
-        if stopping and self._worker.is_alive():  # it stops as this one does (run_indexer's handler)
-            self._worker.terminate()
-        deadline = time.monotonic() + (STOP_PATIENCE if stopping else 30)
-        while self._worker.is_alive() and time.monotonic() < deadline:
-            if self._receiver.poll(0.05):  # unblocks a reader in the middle of sending
-                with contextlib.suppress(EOFError, OSError):
-                    self._receiver.recv()
-                self._slots.release()
-        if self._worker.is_alive():  # stuck in a call to the node: its work is not needed any more
-            self._worker.kill()
-        self._worker.join()
-        self._receiver.close()
-
-    # ---------------------------------------------------------------- the reader's side
-
-    def _run(self) -> None:
-        start = self._first
-        try:
-            self._on_start()
-            while start <= self._safe and not self._closed.is_set() and not self._stop.is_set():
-                batches = self._read(start)
-                try:
-                    for batch in batches:
-                        if not self._put(batch):
-                            return
-                        start = batch.to + 1
-                finally:  # a reader of its own (a bulk backfill's preparer) ends before this process
-                    close = getattr(batches, "close", None)
-                    if close is not None:
-                        close()
-        except BaseException as exc:  # raised in the caller
-            self._put(exc)
-            return
-        self._put(None)
-
-    def _put(self, item: _Item | BaseException | None) -> bool:
-        while not self._closed.is_set():
-            if not self._in_process:
-                try:
-                    self._queue.put(item, timeout=0.1)
-                    return True
-                except queue.Full:
-                    continue
-            if os.getppid() != self._parent:  # the indexer died
-                return False
-            if self._slots.acquire(timeout=0.1):
-                try:
-                    self._sender.send(item)
-                except (pickle.PicklingError, TypeError, AttributeError) as exc:
-                    self._sender.send(IndexerError(f"the reader process could not send {item!r}: {exc}"))
-                return True
-        return False
-
-    # ---------------------------------------------------------------- the caller's side
-
-    def _get(self) -> _Item | BaseException | None:
-        if self._stop.is_set():  # the batches still on their way are not committed
-            return None
-        if not self._in_process:
-            while True:
-                try:
-                    return self._queue.get(timeout=0.1)
-                except queue.Empty:
-                    if self._stop.is_set():
-                        return None
-        while not self._receiver.poll(0.1):
-            if self._stop.is_set():
-                return None
-            if not self._worker.is_alive() and not self._receiver.poll():
-                raise IndexerError(f"the reader process exited with code {self._worker.exitcode}")
-        item: _Item | BaseException | None = self._receiver.recv()
-        self._slots.release()
-        return item
-
-    def _batches(self) -> Iterator[_Item]:
-        while (item := self._get()) is not None:
-            if isinstance(item, BaseException):
-                raise item
-            yield item

@@ -74,8 +74,14 @@ class NodeProxy:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
+        asyncio.run_coroutine_threadsafe(self._shutdown(), self._loop).result(10)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(5)
+        self._loop.close()
+
+    async def _shutdown(self) -> None:
+        await self._runner.cleanup()  # closes the connections still open and their handlers
+        await self._session.close()
 
     def reset_stats(self) -> NodeStats:
         """The counts so far; counting starts again."""
@@ -88,7 +94,7 @@ class NodeProxy:
         asyncio.set_event_loop(self._loop)
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_post("/{tail:.*}", self._handle)
-        runner = web.AppRunner(app, access_log=None)
+        self._runner = runner = web.AppRunner(app, access_log=None)
         self._loop.run_until_complete(runner.setup())
         self._loop.run_until_complete(web.TCPSite(runner, "127.0.0.1", self.port).start())
         self._session = self._loop.run_until_complete(self._open_session())

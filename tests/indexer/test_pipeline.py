@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
+from indexer.fetch import Batch
+from indexer.pipeline import BatchWriter, ReadAhead
 from indexer.rpc import RpcError
-from indexer.sync import Batch, BatchWriter, ReadAhead
 
 
 def batches_of_one_block(fail_at: int | None = None) -> Any:
@@ -62,7 +63,7 @@ def test_a_failed_write_drops_the_batches_behind_it_and_is_raised() -> None:
     assert submitted < [1, 2, 3, 4, 5], "the caller was told before it had submitted them all"
 
 
-def submit_all(writer: BatchWriter, batches: list[Any]) -> list[Any]:
+def submit_all(writer: BatchWriter[Any], batches: list[Any]) -> list[Any]:
     """Submits until the writer reports its failure; what it took."""
     taken = []
     for prepared in batches:

@@ -1,0 +1,90 @@
+"""Reorganisations: the indexed tip compared with the chain, and everything above the common
+ancestor undone.
+
+The hashes of the indexed blocks (each batch's event blocks and last block) are kept for the last
+`kept_blocks` blocks, and undo entries for the logs of those blocks (indexer.transitions). On a
+mismatch the kept hashes are compared with the chain from the newest down to the newest still on
+it; the logs above it are undone in reverse order in one transaction, which also appends the
+corrections (`<kind>.updated`, `<kind>.removed`) to the change log and moves the progress back, so
+the next catch-up indexes the new branch. A reorganisation below the kept hashes stops the
+indexer (ReorgTooDeep): the mirror may then hold orphaned records.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from django.db import transaction
+
+from indexer.bulk import insert_rows
+from indexer.changelog import CHANGE_COLUMNS, change_rows
+from indexer.errors import ReorgTooDeep
+from indexer.metrics import IndexerMetrics
+from indexer.models import AppliedLog, ChangeLogEntry, IndexedBlock, SyncState
+from indexer.rpc import RpcClient
+from indexer.transitions import RecordStore, undo_entries
+from records.live import notify_changes
+from records.models import Deployment
+
+logger = logging.getLogger(__name__)
+
+
+class Reorganisations:
+    def __init__(self, rpc: RpcClient, *, start_block: int, kept_blocks: int, metrics: IndexerMetrics) -> None:
+        self.rpc = rpc
+        self.start_block = start_block
+        self.kept_blocks = kept_blocks
+        self.metrics = metrics
+
+    def undo(self, deployment: Deployment) -> bool:
+        """Compares the indexed tip with the chain; on a mismatch undoes everything above the
+        common ancestor, in one transaction, and returns True."""
+        tip = IndexedBlock.objects.filter(deployment=deployment).order_by("-number").first()
+        if tip is None:
+            return False
+        header = self.rpc.call("eth_getBlockByNumber", [hex(tip.number), False])
+        if header and header["hash"] == tip.hash:
+            return False
+        ancestor = self._common_ancestor(deployment, tip.number)
+        self._roll_back(deployment, ancestor, tip.number)
+        return True
+
+    def _common_ancestor(self, deployment: Deployment, tip: int) -> int:
+        stored = list(IndexedBlock.objects.filter(deployment=deployment).order_by("-number")
+                      .values_list("number", "hash"))
+        for start in range(0, len(stored), 200):
+            chunk = stored[start : start + 200]
+            answers = self.rpc.batch([("eth_getBlockByNumber", [hex(n), False]) for n, _ in chunk])
+            for (number, stored_hash), header in zip(chunk, answers, strict=True):
+                if header and header["hash"] == stored_hash:
+                    return int(number)
+        base = self.start_block - 1
+        if base >= tip - self.kept_blocks:
+            return base
+        raise ReorgTooDeep(
+            f"the chain reorganised below the {len(stored)} kept block hashes (tip {tip}, oldest kept "
+            f"{stored[-1][0] if stored else 'none'}): the mirror may hold orphaned records. Stop the service and "
+            "re-index this deployment from BOUNTY_START_BLOCK into an empty database."
+        )
+
+    @transaction.atomic
+    def _roll_back(self, deployment: Deployment, ancestor: int, tip: int) -> None:
+        state = SyncState.objects.select_for_update().get(deployment=deployment)
+        orphaned = list(AppliedLog.objects.filter(deployment=deployment, block_number__gt=ancestor)
+                        .order_by("-block_number", "-log_index"))
+        entries = [entry for log in orphaned for entry in reversed(log.undo)]
+        store = RecordStore(deployment)
+        messages = undo_entries(store, entries, block_number=ancestor)
+        store.save()
+        AppliedLog.objects.filter(pk__in=[log.pk for log in orphaned]).delete()
+        IndexedBlock.objects.filter(deployment=deployment, number__gt=ancestor).delete()
+        insert_rows(ChangeLogEntry, CHANGE_COLUMNS, change_rows(deployment, state.last_seq, store, messages))
+        if messages:  # wake the websocket feeds of every server process once this commits
+            transaction.on_commit(notify_changes)
+        state.last_seq += len(messages)
+        state.last_indexed_block = ancestor if ancestor >= self.start_block else None
+        state.save()
+        transaction.on_commit(lambda: self.metrics.reorganised(tip - ancestor))
+        logger.warning("reorganisation: rolled back blocks %d-%d (%d logs, %d records corrected); "
+                       "indexing the new branch", ancestor + 1, tip, len(orphaned), len(messages))
+
