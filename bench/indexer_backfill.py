@@ -20,8 +20,9 @@
    their statuses, the AppliedLog rows, the sync state and the indexes are checked against what
    the generator emitted.
 4. Prints a table (events, blocks, batches, seconds, events/s, ratio to the ceiling), the time
-   per indexer stage, the targets (SQLite and PostgreSQL end to end, the index build included, at
-   least 50 % of the ceiling of the same run), a cProfile of a separate PostgreSQL run
+   per indexer stage, the targets against the ceiling of the same run (the backfill to caught up,
+   the index build excluded: at least 40 % on both backends; end to end, the build included: at
+   least 40 % on SQLite, 25 % on PostgreSQL), a cProfile of a separate PostgreSQL run
    (`--no-profile` skips it) and, last, one line `BENCH_SUMMARY {json}` with the figures.
 
 Every measurement runs in a fresh child process of this script (`--child MODE`) whose
@@ -57,7 +58,9 @@ RESULTS_DIR = PROJECT_DIR / "bench" / "results"
 RESULT_PREFIX = "BENCH_RESULT "
 GENERATOR_VERSION = 1  # bump when the generated chain changes, to invalidate cached chains
 
-TARGET_CEILING_RATIO = 0.50  # SQLite and PostgreSQL end to end, index build included
+# Against the ceiling of the same run: the backfill to caught up (records served, the deferred
+# index build excluded) and end to end (the build included), per backend.
+TARGETS = {"sqlite": {"backfill": 0.40, "end_to_end": 0.40}, "postgres": {"backfill": 0.40, "end_to_end": 0.25}}
 CEILING_RUNS = 3  # at least; the ceiling is cheap and noisy (anvil may still be busy after a build)
 
 HOUR = 3600
@@ -872,21 +875,28 @@ def report(chain: ChainInfo, args: argparse.Namespace, runs: dict[str, dict[str,
                       f"bounties, {r['submission']:,} submissions, {r['dispute']:,} disputes with the expected "
                       f"statuses; {result['change_log']:,} change-log entries; synced to block {meta['head']}")
     print()
-    print("targets (end to end, the index build included, against the ceiling of the same run):")
+    print("targets, against the ceiling of the same run (backfill: to caught up, records served, the index build"
+          " excluded; end to end: the build included):")
     summary: dict[str, Any] = {"events": meta["events"], "ceiling_eps": round(ceiling_rate or 0.0)}
     for name, label in (("sqlite", "SQLite"), ("postgres", "PostgreSQL")):
         result = runs.get(name)
         if not isinstance(result, dict) or not ceiling_rate:
             print(f"  {label}: not evaluated (no run)")
-            summary[f"{name}_eps"] = summary[f"{name}_ratio"] = None
+            summary[f"{name}_eps"] = summary[f"{name}_ratio"] = summary[f"{name}_backfill_ratio"] = None
             continue
         rate = result["events"] / result["seconds"]
-        ratio = rate / ceiling_rate
-        met = "met" if ratio >= TARGET_CEILING_RATIO else "NOT met"
-        print(f"  {label} >= {TARGET_CEILING_RATIO:.0%} of the ceiling: {ratio:.1%} ({rate:,.0f} events/s; index "
-              f"build {result['index_build_seconds']:.2f} s of {result['seconds']:.2f} s)  -> {met}")
-        summary.update({f"{name}_eps": round(rate), f"{name}_ratio": round(ratio, 3),
+        backfill_seconds = result["seconds"] - result["index_build_seconds"]
+        ratios = {"backfill": result["events"] / backfill_seconds / ceiling_rate, "end_to_end": rate / ceiling_rate}
+        for kind, ratio in ratios.items():
+            target = TARGETS[name][kind]
+            met = "met" if ratio >= target else "NOT met"
+            print(f"  {label} {kind.replace('_', ' ')} >= {target:.0%} of the ceiling: {ratio:.1%}  -> {met}")
+        print(f"    ({backfill_seconds:.2f} s to caught up, index build {result['index_build_seconds']:.2f} s, "
+              f"{result['seconds']:.2f} s end to end, {rate:,.0f} events/s)")
+        summary.update({f"{name}_eps": round(rate), f"{name}_ratio": round(ratios["end_to_end"], 3),
+                        f"{name}_backfill_ratio": round(ratios["backfill"], 3),
                         f"{name}_seconds": round(result["seconds"], 3),
+                        f"{name}_backfill_s": round(backfill_seconds, 3),
                         f"{name}_index_build_s": round(result["index_build_seconds"], 3)})
     verified = [r for n, r in runs.items() if n != "ceiling" and isinstance(r, dict)]
     summary["verified"] = bool(verified) and all(not r["problems"] for r in verified)

@@ -19,6 +19,7 @@ is each process's own.
 
 from __future__ import annotations
 
+import copy
 import multiprocessing
 import threading
 import time
@@ -63,6 +64,15 @@ class Pacer:
         self._quickest: float | None = None
         self._last_decrease = 0.0
         self._slow_start = True  # until the node first shows load
+
+    def for_another_process(self) -> Pacer:
+        """The pacer for a process forked from this one: the same budget and pauses (they are
+        shared), and concurrency of its own, starting where this one stands, with none of this
+        process's requests in flight and locks of its own (a thread may have held these at the fork)."""
+        other = copy.copy(self)
+        other._condition = threading.Condition()
+        other._in_flight = 0
+        return other
 
     @property
     def limit(self) -> int:

@@ -250,10 +250,10 @@ class RpcClient:
         self._http.close()
 
     def fresh(self) -> RpcClient:
-        """A client with the same settings and connections of its own (for another process); the
-        budget and a pause the node asked for stay shared (indexer.pacing)."""
+        """A client for a forked process: the same settings, connections of its own; the budget
+        and a pause the node asked for stay shared (indexer.pacing)."""
         return RpcClient(self.url, timeout=self.timeout, backoff=self.backoff, sleep=self._given_sleep,
-                         stop=self.stop, pacer=self.pacer, max_batch=self.max_batch)
+                         stop=self.stop, pacer=self.pacer.for_another_process(), max_batch=self.max_batch)
 
     def _sleep(self, seconds: float) -> None:
         if self._given_sleep is not None:

@@ -102,3 +102,15 @@ def test_a_stop_ends_a_wait_for_a_slot_at_once() -> None:
     with pytest.raises(Stopped):
         pacer.acquire(1, stop)
     assert time.monotonic() - started < 0.5
+
+
+def test_a_forked_process_shares_the_budget_but_not_the_requests_in_flight() -> None:
+    pacer = Pacer(max_concurrency=1, requests_per_second=2)
+    stop = threading.Event()
+    pacer.acquire(1, stop)  # in flight when the reader process is forked: holds the parent's only slot
+    forked = pacer.for_another_process()
+    started = time.monotonic()
+    forked.succeeded(forked.acquire(1, stop))  # a slot of its own, the budget's second call
+    assert time.monotonic() - started < 0.2
+    forked.succeeded(forked.acquire(1, stop))  # the budget is spent for this second, in both
+    assert time.monotonic() - started >= 0.9
