@@ -104,6 +104,22 @@ def env_int(
     return number
 
 
+def env_depth(name: str, default: int, *, tags: tuple[str, ...], maximum: int,
+              environ: Mapping[str, str] | None = None) -> int | str:
+    """A number of blocks within [0, maximum], or one of the block `tags` the node understands."""
+    value = _raw(name, environ)
+    if value is not None and value.strip().lower() in tags:
+        return value.strip().lower()
+    try:
+        return env_int(name, default, minimum=0, maximum=maximum, environ=environ)
+    except ImproperlyConfigured as exc:
+        if value is not None and not value.strip().lstrip("-").isdigit():
+            raise ImproperlyConfigured(
+                f"{name} must be a number of blocks (0 to {maximum}) or one of {', '.join(tags)}, got {value!r}"
+            ) from None
+        raise exc from None
+
+
 def env_list(name: str, default: list[str], *, environ: Mapping[str, str] | None = None) -> list[str]:
     """A comma-separated list; blank items are dropped."""
     value = _raw(name, environ)

@@ -18,6 +18,7 @@ from bountysite.env import (
     env_address,
     env_bool,
     env_choice,
+    env_depth,
     env_int,
     env_ip,
     env_list,
@@ -151,7 +152,9 @@ BOUNTY_CONTRACT_ADDRESS = env_address("BOUNTY_CONTRACT_ADDRESS")
 BOUNTY_USDC_ADDRESS = env_address("BOUNTY_USDC_ADDRESS")
 BOUNTY_RPC_URL = env_url("BOUNTY_RPC_URL", None, schemes=("http", "https"))
 BOUNTY_START_BLOCK = env_int("BOUNTY_START_BLOCK", 0, minimum=0)
-BOUNTY_CONFIRMATIONS = env_int("BOUNTY_CONFIRMATIONS", 0, minimum=0, maximum=10_000)  # reorganisations are undone
+# How deep a block must be to be indexed: a number of blocks (default 0: reorganisations are
+# undone), or a block tag the node resolves (OP Stack: `safe`, derived from L1 data; `finalized`).
+BOUNTY_CONFIRMATIONS = env_depth("BOUNTY_CONFIRMATIONS", 0, tags=("safe", "finalized"), maximum=10_000)
 BOUNTY_HEALTH_HEARTBEAT_SECONDS = env_int("BOUNTY_HEALTH_HEARTBEAT_SECONDS", 60, minimum=1)
 BOUNTY_HEALTH_MAX_LAG_BLOCKS = env_int("BOUNTY_HEALTH_MAX_LAG_BLOCKS", 10, minimum=0)
 BOUNTY_GETLOGS_MAX_BLOCKS = env_int("BOUNTY_GETLOGS_MAX_BLOCKS", 50_000, minimum=1)

@@ -35,6 +35,7 @@ class IndexerHealth(TypedDict):
     head_block: int | None
     lag_blocks: int | None
     confirmations: int
+    confirmations_tag: str | None
     last_heartbeat: datetime | None
     indexes: str  # the record tables' secondary indexes: ready, deferred (a bulk backfill) or building
     backfill: BackfillProgress | None
@@ -46,16 +47,22 @@ def indexer_health(deployment: Deployment | None, *, now: datetime | None = None
 
     `enabled`: an RPC URL is configured. `running`: a heartbeat within
     BOUNTY_HEALTH_HEARTBEAT_SECONDS. `synced`: the last indexed block is within
-    BOUNTY_HEALTH_MAX_LAG_BLOCKS of the safe head (head minus confirmations). `indexes`: whether
+    BOUNTY_HEALTH_MAX_LAG_BLOCKS of the safe head (head minus confirmations; with a block tag, the
+    tagged block as last polled, and `confirmations` how deep it was then). `indexes`: whether
     the record tables' secondary indexes wait for a bulk backfill to end (indexer.indexes).
     `backfill`: the progress of the backfill under way, if any. `processes`: the `run_indexer`
     processes seen within the heartbeat, writer and standby."""
-    confirmations: int = settings.BOUNTY_CONFIRMATIONS
+    depth: int | str = settings.BOUNTY_CONFIRMATIONS
     state = SyncState.objects.filter(deployment=deployment).first() if deployment is not None else None
     heartbeat = state.last_heartbeat if state else None
     head = state.head_block if state else None
     last = state.last_indexed_block if state else None
-    lag = None if head is None else max(0, head - confirmations - (last if last is not None else -1))
+    if isinstance(depth, str):
+        safe = state.safe_block if state else None
+        confirmations = head - safe if head is not None and safe is not None else 0
+    else:
+        safe, confirmations = (None if head is None else head - depth), depth
+    lag = None if safe is None else max(0, safe - (last if last is not None else -1))
     now = now or timezone.now()
     window = timedelta(seconds=settings.BOUNTY_HEALTH_HEARTBEAT_SECONDS)
     running = heartbeat is not None and now - heartbeat <= window
@@ -67,6 +74,7 @@ def indexer_health(deployment: Deployment | None, *, now: datetime | None = None
         head_block=head,
         lag_blocks=lag,
         confirmations=confirmations,
+        confirmations_tag=depth if isinstance(depth, str) else None,
         last_heartbeat=heartbeat,
         indexes=str(index_state()),
         backfill=_backfill(state),

@@ -48,7 +48,7 @@ class IndexerMetrics:
                                          "The newest block whose record events are all applied.")
         self._head_block = gauge("bounty_indexer_head_block", "The chain head the indexer last saw.")
         self._lag_blocks = gauge("bounty_indexer_lag_blocks",
-                                 "Blocks between the last indexed block and the safe head (head minus confirmations).")
+                                 "Blocks between the last indexed block and the safe head (the newest deep enough).")
         self._lag_seconds = gauge("bounty_indexer_lag_seconds",
                                   "Chain time between the head block and the last indexed block.")
         self.is_writer = gauge("bounty_indexer_is_writer",
@@ -87,14 +87,14 @@ class IndexerMetrics:
         self.reorgs.inc()
         self.reorg_depth.observe(depth)
 
-    def position(self, *, last: int | None, head: int, confirmations: int,
+    def position(self, *, last: int | None, head: int, safe: int,
                  last_time: datetime | None = None, head_time: datetime | None = None) -> None:
         """Where the indexer stands: the last indexed block and the head (with their times when known)."""
         with self._lock:
             self._head_block.labels(*self._labels).set(head)
             if last is not None:
                 self._last_indexed_block.labels(*self._labels).set(last)
-            behind = head - confirmations - (last if last is not None else -1)
+            behind = safe - (last if last is not None else -1)
             self._lag_blocks.labels(*self._labels).set(max(0, behind))
             if last_time is not None and head_time is not None:
                 self._lag_seconds.labels(*self._labels).set(max(0.0, (head_time - last_time).total_seconds()))

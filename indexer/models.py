@@ -84,6 +84,9 @@ class SyncState(models.Model):
     )
     last_seq = models.PositiveBigIntegerField(default=0, help_text="seq of the newest change log entry")
     head_block = models.PositiveBigIntegerField(null=True, blank=True, help_text="chain head at the last poll")
+    safe_block = models.PositiveBigIntegerField(
+        null=True, blank=True, help_text="the newest block deep enough to index at the last poll"
+    )
     last_heartbeat = models.DateTimeField(null=True, blank=True)
     # The backfill under way (None when caught up), for /health's progress.
     backfill_from_block = models.PositiveBigIntegerField(null=True, blank=True)

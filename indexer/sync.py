@@ -93,7 +93,7 @@ class IndexerConfig:
     contract_address: str
     usdc_address: str
     start_block: int
-    confirmations: int
+    confirmations: int | str  # blocks, or a block tag the node resolves (safe, finalized)
     poll_interval: float = 0.25
     initial_span: int = INITIAL_SPAN
     max_span: int = 50_000
@@ -174,8 +174,8 @@ class Indexer:
         self.next_build = 0.0  # monotonic time from which a deferred index build may start
         self._pid = os.getpid()
         self._head_time: datetime | None = None  # of the head block last seen, for the lag in seconds
-        self._seen_head: int | None = None
-        self._polled_head: int | None = None  # the head `_await_new_head` saw move, for `catch_up`
+        self._seen_safe: int | None = None
+        self._polled: tuple[int, int] | None = None  # the head and safe head `_await_new_head` saw move
         self._tip_unchecked = True  # the indexed tip must be compared with the chain before reading on
         self._role: IndexerRole | None = None  # as last announced
         self._next_announce = 0.0
@@ -197,6 +197,13 @@ class Indexer:
             )
         if code in (None, "0x", "0x0"):
             raise IndexerError(f"no contract at BOUNTY_CONTRACT_ADDRESS {contract} on chain {chain_id}")
+        if isinstance(tag := self.config.confirmations, str):
+            try:
+                self._head()
+            except (RpcError, IndexerError) as exc:
+                raise IndexerError(f"the node at {self.rpc.node} does not give its {tag} block "
+                                   f"(BOUNTY_CONFIRMATIONS={tag}): {exc}; set BOUNTY_CONFIRMATIONS to a number "
+                                   "of blocks") from exc
         holds, decimals = self._view_words([(contract, "usdc()"), (usdc, "decimals()")])
         if holds is None or int(holds, 16) >> 160:
             raise IndexerError(
@@ -258,9 +265,10 @@ class Indexer:
                                  on_wait=lambda: self.announce(IndexerRole.STANDBY)):
                 self.metrics.is_writer.set(1)
                 self.announce(IndexerRole.WRITER)
-                logger.info("indexing chain %d contract %s from block %d with %d confirmations",
+                depth = self.config.confirmations
+                logger.info("indexing chain %d contract %s from block %d up to %s",
                             self.config.chain_id, self.config.contract_address, self.config.start_block,
-                            self.config.confirmations)
+                            f"the node's {depth} block" if isinstance(depth, str) else f"{depth} confirmations")
                 try:
                     self._follow()
                 finally:
@@ -293,12 +301,12 @@ class Indexer:
         pass: then `catch_up` reads the new blocks with the head just seen, or, with none, checks
         the indexed tip against the chain (a reorganisation that kept the height) and writes the
         heartbeat. What an idle indexer costs the node: a call per poll interval."""
-        seen = self._seen_head
+        seen = self._seen_safe
         until = time.monotonic() + IDLE_CHECK_SECONDS
         while not self.stop.wait(self.config.poll_interval):
-            head = self._head()
-            if head != seen or time.monotonic() >= until:
-                self._polled_head = head
+            head, safe = self._head()
+            if safe != seen or time.monotonic() >= until:
+                self._polled = head, safe
                 return
 
     def announce(self, role: IndexerRole) -> None:
@@ -338,7 +346,7 @@ class Indexer:
             logger.info("resuming the bulk backfill begun at block %d (%s)", state.bulk_from_block,
                         f"indexes {indexes.index_state()}")
             return
-        safe = int(self.rpc.call("eth_blockNumber", []), 16) - self.config.confirmations
+        _, safe = self._head()
         last = state.last_indexed_block if state.last_indexed_block is not None else self.config.start_block - 1
         if safe - last <= settings.BOUNTY_HEALTH_MAX_LAG_BLOCKS or not self._is_bulk(deployment, safe):
             return
@@ -414,8 +422,7 @@ class Indexer:
         """Indexes up to the safe head, reading ahead while it writes (or undoes a reorg); False
         when there was nothing to do."""
         deployment = self.deployment or self.ensure_deployment()
-        head, self._polled_head = self._polled_head if self._polled_head is not None else self._head(), None
-        safe = head - self.config.confirmations
+        (head, safe), self._polled = self._polled or self._head(), None
         state = SyncState.objects.get(deployment=deployment)
         last = state.last_indexed_block if state.last_indexed_block is not None else self.config.start_block - 1
         # New blocks need no check of the tip first: the first batch's parent is the tip, and a
@@ -425,7 +432,7 @@ class Indexer:
                 return True
             self._tip_unchecked = False
         if last >= safe:
-            self._caught_up(state, head)
+            self._caught_up(state, head, safe)
             return False
         # As the database has them: a batch clears them on this object before it commits.
         deployment.refresh_from_db(fields=[f"{kind}_in_chain_order" for kind in ("bounty", "submission", "dispute")])
@@ -520,24 +527,33 @@ class Indexer:
             self.reader.use(self.rpc)
             database_connections_of_our_own()
 
-    def _head(self) -> int:
-        """The chain head's number (its time kept for the metrics)."""
-        header = self.rpc.call("eth_getBlockByNumber", ["latest", False])
-        if not isinstance(header, dict) or "number" not in header:
-            raise IndexerError(f"the node answered {header!r} for its latest block")
-        self._head_time = chain_time(int(header["timestamp"], 16))
+    def _head(self) -> tuple[int, int]:
+        """The chain head's number (its time kept for the metrics) and the safe head's: the newest
+        block deep enough to index, by BOUNTY_CONFIRMATIONS' count or block tag. One request."""
+        depth = self.config.confirmations
+        calls = [("eth_getBlockByNumber", ["latest", False])]
+        if isinstance(depth, str):
+            calls.append(("eth_getBlockByNumber", [depth, False]))
+        answers = self.rpc.batch(calls)
+        for tag, header in zip(("latest", depth), answers, strict=False):
+            if not isinstance(header, dict) or "number" not in header:
+                raise IndexerError(f"the node at {self.rpc.node} answered {header!r} for its {tag} block")
+        head = int(answers[0]["number"], 16)
+        self._head_time = chain_time(int(answers[0]["timestamp"], 16))
         self.metrics.rpc(self.rpc.tally.take())
-        self._seen_head = int(header["number"], 16)
-        return self._seen_head
+        safe = int(answers[1]["number"], 16) if isinstance(depth, str) else head - depth
+        self._seen_safe = safe
+        return head, safe
 
-    def _caught_up(self, state: SyncState, head: int) -> None:
-        SyncState.objects.filter(pk=state.pk).update(head_block=head, last_heartbeat=timezone.now())
+    def _caught_up(self, state: SyncState, head: int, safe: int) -> None:
+        SyncState.objects.filter(pk=state.pk).update(head_block=head, safe_block=max(0, safe),
+                                                     last_heartbeat=timezone.now())
         self.progress = None
         self.announce(IndexerRole.WRITER)
         last = state.last_indexed_block
         last_time = IndexedBlock.objects.filter(deployment_id=state.deployment_id, number=last).values_list(
             "timestamp", flat=True).first() if last is not None else None
-        self.metrics.position(last=last, head=head, confirmations=self.config.confirmations,
+        self.metrics.position(last=last, head=head, safe=safe,
                               last_time=last_time, head_time=self._head_time)
         self.metrics.rpc(self.rpc.tally.take())
 
@@ -575,7 +591,7 @@ class Indexer:
         self.metrics.batch_seconds.observe(seconds)
         self.metrics.events_applied(prepared.events_by_type)
         self.metrics.rpc(batch.rpc)
-        self.metrics.position(last=batch.to, head=batch.head, confirmations=self.config.confirmations,
+        self.metrics.position(last=batch.to, head=batch.head, safe=batch.safe,
                               last_time=prepared.times.get(batch.to), head_time=self._head_time)
 
     def _lock(self, deployment: Deployment, batch: Batch) -> SyncState:
@@ -634,6 +650,7 @@ class Indexer:
         locked.last_indexed_block = batch.to
         locked.last_seq += len(entries)
         locked.head_block = batch.head
+        locked.safe_block = batch.safe
         locked.last_heartbeat = timezone.now()
         locked.save()
         self._report(batch, prepared.applied, Counter(message.type for message in messages))

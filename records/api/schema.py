@@ -144,7 +144,11 @@ class HealthIndexer(serializers.Serializer[Any]):
     last_indexed_block = serializers.IntegerField(allow_null=True)
     head_block = serializers.IntegerField(allow_null=True)
     lag_blocks = serializers.IntegerField(allow_null=True)
-    confirmations = serializers.IntegerField()
+    confirmations = serializers.IntegerField(
+        help_text="how deep a block must be before it is indexed; with a block tag, how deep the tagged block was")
+    confirmations_tag = serializers.ChoiceField(
+        choices=["safe", "finalized"], allow_null=True,
+        help_text="the block tag the indexer indexes up to (BOUNTY_CONFIRMATIONS), or null for a number of blocks")
     last_heartbeat = serializers.DateTimeField(allow_null=True)
     indexes = serializers.ChoiceField(
         choices=["ready", "deferred", "building"],

@@ -25,9 +25,21 @@ def test_a_recent_heartbeat_within_the_lag_threshold_is_running_and_synced() -> 
     health = indexer_health(deployment, now=now + timedelta(seconds=5))
     assert health == {
         "enabled": True, "running": True, "synced": True, "last_indexed_block": 98, "head_block": 100,
-        "lag_blocks": 0, "confirmations": 2, "last_heartbeat": now, "indexes": "ready", "backfill": None,
-        "processes": [],
+        "lag_blocks": 0, "confirmations": 2, "confirmations_tag": None, "last_heartbeat": now, "indexes": "ready",
+        "backfill": None, "processes": [],
     }
+
+
+@override_settings(BOUNTY_CONFIRMATIONS="safe", BOUNTY_HEALTH_MAX_LAG_BLOCKS=10)
+def test_with_a_block_tag_the_lag_counts_from_the_tagged_block_last_polled() -> None:
+    deployment = make_deployment()
+    now = timezone.now()
+    SyncState.objects.filter(deployment=deployment).update(
+        last_indexed_block=40, head_block=100, safe_block=45, last_heartbeat=now
+    )
+    health = indexer_health(deployment, now=now)
+    assert (health["confirmations"], health["confirmations_tag"], health["lag_blocks"], health["synced"]) == (
+        55, "safe", 5, True)
 
 
 @override_settings(BOUNTY_HEALTH_HEARTBEAT_SECONDS=60)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from indexer.errors import ReorgTooDeep
-from indexer.models import AppliedLog, ChangeLogEntry, IndexedBlock
+from indexer.models import AppliedLog, ChangeLogEntry, IndexedBlock, SyncState
 from indexer.sync import Indexer
 from records.models import Bounty, Dispute, Submission
 from tests.chain import USDC, Chain
@@ -148,6 +148,24 @@ def test_only_blocks_past_the_confirmations_are_indexed(chain: Chain, db: None) 
     catch_up_to_head(indexer)
     assert Bounty.objects.count() == 1
     assert IndexedBlock.objects.order_by("-number").first().number == chain.w3.eth.block_number - 3  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(("tag", "depth"), [("safe", 32), ("finalized", 64)])  # anvil's tags
+def test_with_a_block_tag_blocks_up_to_the_nodes_tagged_block_are_indexed(chain: Chain, db: None, tag: str,
+                                                                          depth: int) -> None:
+    indexer = Indexer(config_for(chain, confirmations=tag))
+    indexer.check_node()
+    indexer.ensure_deployment()
+    _fund(chain)
+    _bounty(chain)
+    catch_up_to_head(indexer)
+    assert not Bounty.objects.exists()
+    chain.w3.provider.make_request("anvil_mine", [hex(depth)])  # type: ignore[arg-type]
+    catch_up_to_head(indexer)
+    assert Bounty.objects.count() == 1
+    tagged = chain.w3.eth.get_block(tag)["number"]  # type: ignore[arg-type]
+    state = SyncState.objects.get()
+    assert (state.last_indexed_block, state.safe_block) == (tagged, tagged)
 
 
 def test_undo_entries_are_kept_only_for_blocks_a_reorg_can_still_reach(chain: Chain, db: None) -> None:

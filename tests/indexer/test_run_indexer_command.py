@@ -3,13 +3,16 @@ the chain, stops cleanly on SIGTERM, and never writes beside another indexer of 
 
 from __future__ import annotations
 
+import json
 import re
 import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,6 +22,7 @@ from indexer.models import IndexStateChoice, SyncState
 from records.models import Bounty
 from tests.chain import USDC, Chain
 from tests.indexer.conftest import process_env
+from tests.indexer.test_rpc import Reply, local_server
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent.parent
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -93,6 +97,25 @@ def test_it_refuses_a_token_without_six_decimals(chain: Chain) -> None:
     assert result.returncode == 1
     assert f"the token at BOUNTY_USDC_ADDRESS {chain.board.address.lower()} answered decimals() = nothing, not 6" \
         in result.stderr
+
+
+def test_it_refuses_a_block_tag_the_node_does_not_resolve(chain: Chain) -> None:
+    def no_safe_block(request: Any) -> Reply:
+        calls = request if isinstance(request, list) else [request]
+        if any(call["params"][:1] == ["safe"] for call in calls):
+            error = {"code": -32602, "message": "invalid block tag safe"}
+            answers = [{"jsonrpc": "2.0", "id": call["id"], "error": error} for call in calls]
+            return Reply.json(answers if isinstance(request, list) else answers[0])
+        forwarded = urllib.request.Request(chain.deployment.rpc_url, data=json.dumps(request).encode(),
+                                           headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(forwarded, timeout=10) as response:
+            return Reply(body=response.read())
+
+    with local_server(no_safe_block) as url:
+        result = run(process_env(chain, BOUNTY_RPC_URL=url, BOUNTY_CONFIRMATIONS="safe"))
+    assert result.returncode == 1
+    assert "does not give its safe block (BOUNTY_CONFIRMATIONS=safe): JSON-RPC error -32602: invalid block tag " \
+        "safe; set BOUNTY_CONFIRMATIONS to a number of blocks" in result.stderr
 
 
 def test_it_says_to_migrate_an_unmigrated_database(chain: Chain, tmp_path: Path) -> None:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
 from bountysite.env import (
     env_address,
     env_bool,
+    env_depth,
     env_int,
     env_list,
     env_origins,
@@ -88,3 +91,18 @@ def test_env_origins_rejects_what_is_not_an_origin_naming_the_variable(raw: str)
 def test_env_origins_refuses_star_among_origins() -> None:
     with pytest.raises(ImproperlyConfigured, match=r"O must be \* alone or a list of origins"):
         env_origins("O", ["*"], environ={"O": "https://front.example.org, *"})
+
+
+@pytest.mark.parametrize(("raw", "expected"), [(None, 0), ("12", 12), ("safe", "safe"), (" Finalized ", "finalized")])
+def test_env_depth_reads_a_number_of_blocks_or_a_block_tag(raw: str | None, expected: int | str) -> None:
+    environ = {} if raw is None else {"DEPTH": raw}
+    assert env_depth("DEPTH", 0, tags=("safe", "finalized"), maximum=100, environ=environ) == expected
+
+
+@pytest.mark.parametrize(("raw", "message"), [
+    ("101", "DEPTH must be at most 100, got 101"),
+    ("pending", "DEPTH must be a number of blocks (0 to 100) or one of safe, finalized, got 'pending'"),
+])
+def test_env_depth_names_the_variable_and_what_it_takes(raw: str, message: str) -> None:
+    with pytest.raises(ImproperlyConfigured, match=re.escape(message)):
+        env_depth("DEPTH", 0, tags=("safe", "finalized"), maximum=100, environ={"DEPTH": raw})

@@ -60,6 +60,8 @@ def test_debug_is_off_and_a_secret_key_is_required_by_default(tmp_path: Path) ->
         ({"BOUNTY_CHAIN_ID": "mainnet"}, "BOUNTY_CHAIN_ID must be an integer, got 'mainnet'"),
         ({"BOUNTY_CONTRACT_ADDRESS": "0xabc"}, "BOUNTY_CONTRACT_ADDRESS must be an address"),
         ({"BOUNTY_CONFIRMATIONS": "-1"}, "BOUNTY_CONFIRMATIONS must be at least 0, got -1"),
+        ({"BOUNTY_CONFIRMATIONS": "latest"},
+         "BOUNTY_CONFIRMATIONS must be a number of blocks (0 to 10000) or one of safe, finalized, got 'latest'"),
         ({"DATABASE_URL": "mysql://db/bounty"}, "DATABASE_URL must be a URL starting with sqlite:// or postgres://"),
         ({"REDIS_URL": "localhost:6379"}, "REDIS_URL must be a URL starting with redis://"),
         ({"LOG_LEVEL": "loud"}, "LOG_LEVEL must be DEBUG, INFO, WARNING, ERROR or CRITICAL"),
