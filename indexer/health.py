@@ -36,6 +36,7 @@ class IndexerHealth(TypedDict):
     lag_blocks: int | None
     confirmations: int
     confirmations_tag: str | None
+    rate_limited: bool  # the node limited the indexer's rate within the heartbeat window
     last_heartbeat: datetime | None
     indexes: str  # the record tables' secondary indexes: ready, deferred (a bulk backfill) or building
     backfill: BackfillProgress | None
@@ -50,8 +51,9 @@ def indexer_health(deployment: Deployment | None, *, now: datetime | None = None
     BOUNTY_HEALTH_MAX_LAG_BLOCKS of the safe head (head minus confirmations; with a block tag, the
     tagged block as last polled, and `confirmations` how deep it was then). `indexes`: whether
     the record tables' secondary indexes wait for a bulk backfill to end (indexer.indexes).
-    `backfill`: the progress of the backfill under way, if any. `processes`: the `run_indexer`
-    processes seen within the heartbeat, writer and standby."""
+    `rate_limited`: the node refused a request for its rate within the heartbeat window (the
+    indexer slows down and goes on). `backfill`: the progress of the backfill under way, if any.
+    `processes`: the `run_indexer` processes seen within the heartbeat, writer and standby."""
     depth: int | str = settings.BOUNTY_CONFIRMATIONS
     state = SyncState.objects.filter(deployment=deployment).first() if deployment is not None else None
     heartbeat = state.last_heartbeat if state else None
@@ -75,6 +77,7 @@ def indexer_health(deployment: Deployment | None, *, now: datetime | None = None
         lag_blocks=lag,
         confirmations=confirmations,
         confirmations_tag=depth if isinstance(depth, str) else None,
+        rate_limited=bool(state and state.rate_limited_at and now - state.rate_limited_at <= window),
         last_heartbeat=heartbeat,
         indexes=str(index_state()),
         backfill=_backfill(state),

@@ -87,6 +87,7 @@ class SyncState(models.Model):
     safe_block = models.PositiveBigIntegerField(
         null=True, blank=True, help_text="the newest block deep enough to index at the last poll"
     )
+    rate_limited_at = models.DateTimeField(null=True, blank=True, help_text="when the node last limited the rate")
     last_heartbeat = models.DateTimeField(null=True, blank=True)
     # The backfill under way (None when caught up), for /health's progress.
     backfill_from_block = models.PositiveBigIntegerField(null=True, blank=True)

@@ -59,7 +59,7 @@ from indexer.pipeline import (
     database_connections_of_our_own,
 )
 from indexer.reorg import Reorganisations
-from indexer.rpc import RpcClient, RpcError, Stopped
+from indexer.rpc import RpcClient, RpcCounts, RpcError, Stopped
 from indexer.transitions import RecordStore, Writes, apply_event, chain_time
 from records.live import notify_changes
 from records.models import Deployment
@@ -175,6 +175,7 @@ class Indexer:
         self._pid = os.getpid()
         self._head_time: datetime | None = None  # of the head block last seen, for the lag in seconds
         self._seen_safe: int | None = None
+        self._rate_limited_at: datetime | None = None  # when the node last limited the rate (for /health)
         self._polled: tuple[int, int] | None = None  # the head and safe head `_await_new_head` saw move
         self._tip_unchecked = True  # the indexed tip must be compared with the chain before reading on
         self._role: IndexerRole | None = None  # as last announced
@@ -540,13 +541,21 @@ class Indexer:
                 raise IndexerError(f"the node at {self.rpc.node} answered {header!r} for its {tag} block")
         head = int(answers[0]["number"], 16)
         self._head_time = chain_time(int(answers[0]["timestamp"], 16))
-        self.metrics.rpc(self.rpc.tally.take())
+        self._count_rpc(self.rpc.tally.take())
         safe = int(answers[1]["number"], 16) if isinstance(depth, str) else head - depth
         self._seen_safe = safe
         return head, safe
 
+    def _count_rpc(self, counts: RpcCounts) -> None:
+        """The metrics of the calls and failures of a tally; a rate limit among them is noted for
+        /health with the next write of the sync state."""
+        self.metrics.rpc(counts)
+        if counts.errors["rate_limited"]:
+            self._rate_limited_at = timezone.now()
+
     def _caught_up(self, state: SyncState, head: int, safe: int) -> None:
         SyncState.objects.filter(pk=state.pk).update(head_block=head, safe_block=max(0, safe),
+                                                     rate_limited_at=self._rate_limited_at,
                                                      last_heartbeat=timezone.now())
         self.progress = None
         self.announce(IndexerRole.WRITER)
@@ -555,7 +564,7 @@ class Indexer:
             "timestamp", flat=True).first() if last is not None else None
         self.metrics.position(last=last, head=head, safe=safe,
                               last_time=last_time, head_time=self._head_time)
-        self.metrics.rpc(self.rpc.tally.take())
+        self._count_rpc(self.rpc.tally.take())
 
     def _tip_hash(self, deployment: Deployment, last: int) -> str | None:
         if last < self.config.start_block:
@@ -590,7 +599,7 @@ class Indexer:
         batch = prepared.batch
         self.metrics.batch_seconds.observe(seconds)
         self.metrics.events_applied(prepared.events_by_type)
-        self.metrics.rpc(batch.rpc)
+        self._count_rpc(batch.rpc)
         self.metrics.position(last=batch.to, head=batch.head, safe=batch.safe,
                               last_time=prepared.times.get(batch.to), head_time=self._head_time)
 
@@ -651,6 +660,7 @@ class Indexer:
         locked.last_seq += len(entries)
         locked.head_block = batch.head
         locked.safe_block = batch.safe
+        locked.rate_limited_at = self._rate_limited_at
         locked.last_heartbeat = timezone.now()
         locked.save()
         self._report(batch, prepared.applied, Counter(message.type for message in messages))

@@ -149,6 +149,8 @@ class HealthIndexer(serializers.Serializer[Any]):
     confirmations_tag = serializers.ChoiceField(
         choices=["safe", "finalized"], allow_null=True,
         help_text="the block tag the indexer indexes up to (BOUNTY_CONFIRMATIONS), or null for a number of blocks")
+    rate_limited = serializers.BooleanField(
+        help_text="the node refused the indexer's requests for their rate lately: it slows down and goes on")
     last_heartbeat = serializers.DateTimeField(allow_null=True)
     indexes = serializers.ChoiceField(
         choices=["ready", "deferred", "building"],

@@ -22,7 +22,7 @@ from tests.factories import ACTIVE_CONTRACT, ACTIVE_USDC
 
 PATH = "/health"
 INDEXER_FLAGS = {"enabled", "running", "synced", "last_indexed_block", "head_block", "lag_blocks", "confirmations",
-                 "confirmations_tag", "last_heartbeat"}
+                 "confirmations_tag", "rate_limited", "last_heartbeat"}
 PROJECT_VERSION = tomllib.loads((Path(django_settings.BASE_DIR) / "pyproject.toml").read_text())["project"]["version"]
 
 
@@ -51,7 +51,7 @@ def test_without_an_indexer_it_is_ok_and_reports_the_deployment(api: Client, act
     assert {name: body["indexer"][name] for name in INDEXER_FLAGS} == {
         "enabled": False, "running": False, "synced": False, "last_indexed_block": None, "head_block": None,
         "lag_blocks": None, "confirmations": django_settings.BOUNTY_CONFIRMATIONS, "confirmations_tag": None,
-        "last_heartbeat": None}
+        "rate_limited": False, "last_heartbeat": None}
 
 
 def test_a_running_synced_indexer_is_ok(api: Client, settings: Any, active: Deployment) -> None:
@@ -63,7 +63,8 @@ def test_a_running_synced_indexer_is_ok(api: Client, settings: Any, active: Depl
     assert body["status"] == "ok"
     assert {name: body["indexer"][name] for name in INDEXER_FLAGS} == {
         "enabled": True, "running": True, "synced": True, "last_indexed_block": 98, "head_block": 100,
-        "lag_blocks": 0, "confirmations": 2, "confirmations_tag": None, "last_heartbeat": h.rfc3339(beat)}
+        "lag_blocks": 0, "confirmations": 2, "confirmations_tag": None, "rate_limited": False,
+        "last_heartbeat": h.rfc3339(beat)}
     assert h.RFC3339_Z.fullmatch(body["indexer"]["last_heartbeat"])
 
 

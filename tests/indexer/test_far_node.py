@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from contracts.demo import seed_demo_activity
+from indexer.health import indexer_health
 from indexer.models import AppliedLog
 from indexer.sync import Indexer
 from records.models import Bounty
@@ -87,6 +88,7 @@ def test_a_rate_limit_storm_slows_the_indexer_down_and_never_stops_it(busy_then_
         assert node.stats.refused["rate limit"] >= 3
         assert indexer.rpc.pacer.limit < indexer.rpc.pacer.max_concurrency  # it backed off
     assert_consistent(chain, indexer)
+    assert indexer_health(indexer.deployment)["rate_limited"] is True  # /health says so
 
 
 def test_a_batch_cap_is_learnt_from_the_nodes_refusal(busy_then_quiet: Chain) -> None:

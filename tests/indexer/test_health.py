@@ -25,9 +25,20 @@ def test_a_recent_heartbeat_within_the_lag_threshold_is_running_and_synced() -> 
     health = indexer_health(deployment, now=now + timedelta(seconds=5))
     assert health == {
         "enabled": True, "running": True, "synced": True, "last_indexed_block": 98, "head_block": 100,
-        "lag_blocks": 0, "confirmations": 2, "confirmations_tag": None, "last_heartbeat": now, "indexes": "ready",
-        "backfill": None, "processes": [],
+        "lag_blocks": 0, "confirmations": 2, "confirmations_tag": None, "rate_limited": False, "last_heartbeat": now,
+        "indexes": "ready", "backfill": None, "processes": [],
     }
+
+
+@override_settings(BOUNTY_HEALTH_HEARTBEAT_SECONDS=60)
+@pytest.mark.parametrize(("age", "rate_limited"), [(None, False), (5, True), (61, False)])
+def test_a_rate_limit_within_the_heartbeat_window_is_reported(age: int | None, rate_limited: bool) -> None:
+    deployment = make_deployment()
+    now = timezone.now()
+    SyncState.objects.filter(deployment=deployment).update(
+        last_indexed_block=100, head_block=100, last_heartbeat=now,
+        rate_limited_at=None if age is None else now - timedelta(seconds=age))
+    assert indexer_health(deployment, now=now)["rate_limited"] is rate_limited
 
 
 @override_settings(BOUNTY_CONFIRMATIONS="safe", BOUNTY_HEALTH_MAX_LAG_BLOCKS=10)
