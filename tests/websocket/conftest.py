@@ -87,7 +87,7 @@ def many_bounties(deployment: Deployment, count: int) -> None:
 
 
 def open_client(url: str, **options: Any) -> ClientConnection:
-    client: ClientConnection = connect(url, open_timeout=10, **options)
+    client: ClientConnection = connect(url, open_timeout=10, legacy=True, **options)  # used with or without `with`
     return client
 
 
