@@ -71,6 +71,11 @@ class LogFetcher:
                 continue
             if not isinstance(logs, list):
                 raise IndexerError(f"eth_getLogs answered {type(logs).__name__}, not a list")
+            for log in logs:  # ranges are handed on together: a stray log would be applied twice
+                block = _block_of(log)
+                if block is not None and not start <= block <= to:
+                    raise IndexerError(f"the node at {self.rpc.node} answered eth_getLogs for blocks {start}-{to} "
+                                       f"with a log of block {block}: {log}")
             if len(logs) > self.target_logs:
                 self.span = max(1, (to - start + 1) * self.target_logs // len(logs))
             elif to - start + 1 >= self.span and len(logs) < self.target_logs // 2:
@@ -112,6 +117,14 @@ class Batch:
     def final(self) -> bool:
         """Whether it reaches the safe head it was read for."""
         return self.to >= self.safe
+
+
+def _block_of(log: Any) -> int | None:
+    """A log's block number; None where it does not read (decoding reports those)."""
+    try:
+        return int(log["blockNumber"], 16)
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 @dataclass

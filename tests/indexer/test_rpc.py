@@ -466,6 +466,14 @@ def test_a_refused_range_is_halved_when_the_node_says_nothing_usable(
     assert node.spans == [64, 32, 16, 8]
 
 
+def test_a_log_outside_the_range_asked_for_is_refused_naming_the_answer() -> None:
+    def stray(request: Any) -> Reply:
+        return answer_each(request, lambda call: {"result": [{"blockNumber": "0x99", "logIndex": "0x0"}]})
+
+    with local_server(stray) as url, pytest.raises(IndexerError, match=r"for blocks 16-31 with a log of block 153"):
+        LogFetcher(client(url), ADDRESS, span=16).fetch(16, 100)
+
+
 def test_a_single_block_the_node_refuses_stops_the_fetcher() -> None:
     node = LogsNode(limit=0, refusal=lambda start, end: {"code": -32600, "message": "block range too high"})
     with fetcher(node, span=4) as logs, pytest.raises(IndexerError, match="even for the single block 42"):
