@@ -1,4 +1,5 @@
-"""Fixtures of the read API tests: a JSON client, an empty cache, the active deployment and others.
+"""Fixtures of the read API tests: a JSON client, an empty cache, the active deployment and others,
+a tree of records in it, and a keep-alive HTTP/1.1 connection to the module's `server`.
 
 Every test runs with the active deployment configured as the factories' (chain 91342,
 ACTIVE_CONTRACT, ACTIVE_USDC), no indexer RPC and a rate limit too generous to be reached;
@@ -15,8 +16,11 @@ from django.test import Client
 from pytest_django.fixtures import Settings
 
 from records.models import Deployment
+from tests.api import helpers as h
 from tests.api.helpers import OTHER_CHAIN_ID, OTHER_CONTRACT
+from tests.api.wire import Wire
 from tests.factories import ACTIVE_CONTRACT, ACTIVE_USDC, make_deployment
+from tests.servers import Server
 
 
 @pytest.fixture(autouse=True)
@@ -74,3 +78,17 @@ def other(request: pytest.FixtureRequest) -> Deployment:
     """A second deployment whose record IDs collide with the active one's."""
     deployment: Deployment = request.getfixturevalue(request.param)
     return deployment
+
+
+@pytest.fixture
+def tree(active: Deployment) -> h.Tree:
+    """A bounty of the active deployment with three submissions, which have 2, 1 and 0 disputes."""
+    return h.make_tree(active)
+
+
+@pytest.fixture
+def wire(server: Server) -> Iterator[Wire]:
+    """A keep-alive HTTP/1.1 connection to the test module's own `server` fixture (a real daphne)."""
+    connection = Wire(server)
+    yield connection
+    connection.socket.close()

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from records.models import Deployment
 from tests.api import helpers as h
 from tests.api.wire import Reply, Wire
 from tests.factories import ACTIVE_CONTRACT, ACTIVE_USDC
@@ -57,18 +56,6 @@ def serve() -> Iterator[Callable[..., Server]]:
     yield serve_with
     for instance in started:
         stop(instance.process)
-
-
-@pytest.fixture
-def wire(server: Server) -> Iterator[Wire]:
-    connection = Wire(server)
-    yield connection
-    connection.socket.close()
-
-
-@pytest.fixture
-def tree(active: Deployment) -> h.Tree:
-    return h.make_tree(active)
 
 
 def preflight(wire: Wire, path: str, origin: str = PAGE) -> Reply:

@@ -61,18 +61,6 @@ def assert_head_of(head: Reply, got: Reply) -> None:
         assert head.headers.get(name) == got.headers.get(name), name
 
 
-@pytest.fixture
-def wire(server: Server) -> Iterator[Wire]:
-    connection = Wire(server)
-    yield connection
-    connection.socket.close()
-
-
-@pytest.fixture
-def tree(active: Deployment) -> h.Tree:
-    return h.make_tree(active)
-
-
 @pytest.mark.parametrize("template", [*h.READ_ROUTES, "/health"])
 def test_head_sends_the_headers_of_get_and_no_body(wire: Wire, tree: h.Tree, template: str) -> None:
     path = template.format(**tree.ids)
