@@ -151,10 +151,8 @@ class OrderedRanges:
         self._tasks: queue.SimpleQueue[tuple[int, int, concurrent.futures.Future[FetchedRange]] | None] = \
             queue.SimpleQueue()
         self._abandoned = threading.Event()  # the iteration ended: the ranges still in flight are not wanted
-        self._workers = [threading.Thread(target=self._work, name="indexer-fetch", daemon=True)
-                         for _ in range(fetcher.rpc.pacer.max_concurrency)]
-        for worker in self._workers:
-            worker.start()
+        # Started as ranges are planned, up to the cap: following the head plans one range at a time.
+        self._workers: list[threading.Thread] = []
 
     def ready(self) -> bool:
         """Whether the next range's logs are here (iterating would not wait for the node)."""
@@ -190,6 +188,10 @@ class OrderedRanges:
             self._tasks.put((first, last, future))
             self._pending.append((first, future))
             self._next = last + 1
+            if len(self._workers) < min(len(self._pending), self._fetcher.rpc.pacer.max_concurrency):
+                worker = threading.Thread(target=self._work, name="indexer-fetch", daemon=True)
+                worker.start()
+                self._workers.append(worker)
 
     def _result(self, future: concurrent.futures.Future[FetchedRange]) -> FetchedRange:
         stop = self._fetcher.rpc.stop
