@@ -289,7 +289,7 @@ class RpcClient:
     def _request(self, calls: Sequence[tuple[str, Sequence[Any]]]) -> list[Any]:
         """One request, retried while it fails transiently: for ever when the node limits the rate
         (halving a batch that keeps meeting the limit), `backoff.attempts` times otherwise."""
-        attempt = limited = 0
+        retries = failures = limited = 0  # every retry (the backoff grows with them); others; rate limits in a row
         while True:
             try:
                 return self._send(calls)
@@ -301,16 +301,17 @@ class RpcClient:
                     limited += 1
                     if limited >= RATE_LIMITED_SPLIT and len(calls) > 1:
                         raise BatchTooLarge(f"{exc}, {limited} times in a row", max_size=len(calls) // 2) from exc
-                elif attempt + 1 >= self.backoff.attempts:
-                    raise RetriesExhausted(
-                        f"the node at {self.node}: {exc} (gave up after {attempt + 1} attempts)") from exc
-                delay = self.backoff.delay(min(attempt, limited), exc.retry_after)
+                else:
+                    limited = 0
+                    failures += 1
+                    if failures >= self.backoff.attempts:
+                        raise RetriesExhausted(
+                            f"the node at {self.node}: {exc} (gave up after {failures} attempts)") from exc
+                delay = self.backoff.delay(retries, exc.retry_after)
+                retries += 1
                 logger.warning("RPC %s to %s failed transiently (%s); retry %d in %.2f s",
-                               calls[0][0], self.node, exc, attempt + limited if exc.kind == "rate_limited"
-                               else attempt + 1, delay)
+                               calls[0][0], self.node, exc, retries, delay)
                 self._sleep(delay)
-                if exc.kind != "rate_limited":
-                    attempt += 1
 
     def _post(self, content: bytes) -> httpx.Response:
         if threading.current_thread() is not threading.main_thread():  # signals reach the main thread only

@@ -298,10 +298,11 @@ class Indexer:
                 builder.join()
 
     def _await_new_head(self) -> None:
-        """Polls the head every poll interval, one call each, until it moves or IDLE_CHECK_SECONDS
+        """Polls the safe head every poll interval, one request each, until it moves or IDLE_CHECK_SECONDS
         pass: then `catch_up` reads the new blocks with the head just seen, or, with none, checks
         the indexed tip against the chain (a reorganisation that kept the height) and writes the
-        heartbeat. What an idle indexer costs the node: a call per poll interval."""
+        heartbeat. What an idle indexer costs the node: a request per poll interval (2 calls with a
+        block tag)."""
         seen = self._seen_safe
         until = time.monotonic() + IDLE_CHECK_SECONDS
         while not self.stop.wait(self.config.poll_interval):
