@@ -21,6 +21,7 @@ from typing import Any
 from eth_utils.crypto import keccak
 
 from contracts.artifacts import bounty_abi
+from indexer.errors import IndexerError
 
 
 class _Positional:
@@ -160,6 +161,19 @@ def _snake(name: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
 
 
+_HASH = re.compile(r"0x[0-9a-f]{64}")
+
+
+def _log_hash(raw: dict[str, Any], key: str) -> str:
+    """The log's blockHash or transactionHash, lowercase, checked here once so that the ledger
+    stores it as it is; IndexerError (not a log to skip: the node's answer is wrong) otherwise."""
+    value = raw[key]
+    text = value.lower() if isinstance(value, str) else ""
+    if not _HASH.fullmatch(text):
+        raise IndexerError(f"the node answered a log with {key} {value!r}, not a 32-byte hash")
+    return text
+
+
 def _text(raw: bytes) -> str:
     return raw.decode("utf-8", errors="replace").replace("\x00", "\ufffd")
 
@@ -259,8 +273,8 @@ class _EventSpec:
             values[name] = read(data, 32 * at)
         ref = LogRef(
             block_number=int(raw["blockNumber"], 16),
-            block_hash=raw["blockHash"].lower(),
-            tx_hash=raw["transactionHash"].lower(),
+            block_hash=_log_hash(raw, "blockHash"),
+            tx_hash=_log_hash(raw, "transactionHash"),
             log_index=int(raw["logIndex"], 16),
         )
         event: RecordEvent = self.cls(log=ref, **values)

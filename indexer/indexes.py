@@ -11,15 +11,18 @@ answers every query meanwhile, only slower.
 `secondary_indexes()` is the one list: the record models' `Meta.indexes` and the trigram indexes
 of migration records/0002. A test checks it against what the migrations create.
 
-On PostgreSQL the build is `CREATE INDEX CONCURRENTLY` on a connection of its own with a larger
-`maintenance_work_mem`, so the API keeps reading the tables. A crash during such a build leaves
-an INVALID index behind, which PostgreSQL maintains on writes but never uses for reads: `repair`
+On PostgreSQL the build runs on connections of its own with a larger `maintenance_work_mem`; the
+API keeps reading the tables. Beside other deployments' records it is `CREATE INDEX
+CONCURRENTLY`, so that their indexers keep writing; a crash during such a build leaves an
+INVALID index behind, which PostgreSQL maintains on writes but never uses for reads: `repair`
 drops those, and the next build creates them again.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import queue
 import threading
 import time
 from collections.abc import Callable
@@ -29,6 +32,7 @@ import psycopg
 from django.conf import settings
 from django.db import OperationalError, connection, connections, models, transaction
 from django.db.backends.base.schema import BaseDatabaseSchemaEditor
+from django.db.models import Sum
 from django.utils import timezone
 
 from indexer.models import IndexState, IndexStateChoice
@@ -37,6 +41,9 @@ from records.models import Bounty, Deployment, Dispute, Submission
 logger = logging.getLogger(__name__)
 
 RECORD_MODELS: tuple[type[models.Model], ...] = (Bounty, Submission, Dispute)
+_KINDS = ("bounty", "submission", "dispute")  # Deployment's <kind>_total, in RECORD_MODELS' order
+# Connections of a plain (not concurrent) build on PostgreSQL: one per core, at least two.
+BUILD_CONNECTIONS = max(2, os.cpu_count() or 2)
 TRIGRAM_SUFFIX = "_search_trgm"
 
 
@@ -209,17 +216,21 @@ def _build_on_sqlite(statements: list[str], stop: threading.Event) -> None:
             watcher.join()
 
 
-def _build_on_postgresql(statements_by_table: dict[str, list[str]], stop: threading.Event) -> None:
-    """Runs each table's statements on a connection of its own, in autocommit (CONCURRENTLY
-    refuses a transaction) with the larger maintenance_work_mem for that session only: builds
-    on one table wait for each other anyway, and the tables' builds share the cores. When `stop`
-    is set the server cancels them (an index left INVALID is repaired at the next start)."""
+def _build_on_postgresql(jobs: list[list[str]], workers: int, stop: threading.Event) -> None:
+    """Runs the jobs (each a list of statements, run in order) on `workers` connections of their
+    own, in autocommit (CONCURRENTLY refuses a transaction), each taking the next job as it is
+    free, with the larger maintenance_work_mem for those sessions only. When `stop` is set the
+    server cancels the statements under way (an index a concurrent build leaves INVALID is
+    repaired at the next start; a plain build leaves nothing)."""
     params = {k: v for k, v in connections["default"].get_connection_params().items()
               if k not in {"cursor_factory", "context"}}
     failures: list[BaseException] = []
     backends: list[int] = []
+    waiting = queue.SimpleQueue[list[str]]()
+    for job in jobs:
+        waiting.put(job)
 
-    def run(statements: list[str]) -> None:
+    def run() -> None:
         try:
             with psycopg.connect(**params, autocommit=True) as conn:
                 backends.append(conn.info.backend_pid)
@@ -227,15 +238,19 @@ def _build_on_postgresql(statements_by_table: dict[str, list[str]], stop: thread
                 # Should this process die, the server notices within a second and cancels the build
                 # (which leaves an INVALID index for `repair`) instead of finishing it unattended.
                 conn.execute(b"SET client_connection_check_interval = '1s'")
-                for statement in statements:
-                    if stop.is_set():
+                while not failures and not stop.is_set():
+                    try:
+                        job = waiting.get_nowait()
+                    except queue.Empty:
                         return
-                    conn.execute(statement.encode())
+                    for statement in job:
+                        if stop.is_set():
+                            return
+                        conn.execute(statement.encode())
         except BaseException as exc:  # raised in the caller's thread
             failures.append(exc)
 
-    threads = [threading.Thread(target=run, args=(statements,), name=f"index-build-{table}")
-               for table, statements in statements_by_table.items()]
+    threads = [threading.Thread(target=run, name=f"index-build-{n}") for n in range(min(workers, len(jobs)))]
     for thread in threads:
         thread.start()
     while any(thread.is_alive() for thread in threads):
@@ -250,9 +265,29 @@ def _build_on_postgresql(statements_by_table: dict[str, list[str]], stop: thread
         raise failures[0]
 
 
+def _postgresql_jobs(missing: list[SecondaryIndex], *, concurrently: bool) -> list[list[str]]:
+    """The build's jobs, the longest first: the trigram indexes by table size, then the B-trees.
+    Concurrent builds on one table wait for each other, so then a table's statements are one
+    job; plain builds of one table run side by side, so then each statement is a job."""
+    sizes = Deployment.objects.aggregate(**{str(model._meta.db_table): Sum(f"{kind}_total")
+                                            for model, kind in zip(RECORD_MODELS, _KINDS, strict=True)})
+    statements = sorted(zip(missing, create_statements(missing, concurrently=concurrently), strict=True),
+                        key=lambda pair: (pair[0].index is not None, -(sizes.get(pair[0].table) or 0)))
+    if not concurrently:
+        return [[statement] for _, statement in statements]
+    by_table: dict[str, list[str]] = {}
+    for index, statement in statements:
+        by_table.setdefault(index.table, []).append(statement)
+    return list(by_table.values())
+
+
 def build(deployment: Deployment | None = None, *, report: Callable[[str], None] = logger.info,
-          stop: threading.Event | None = None) -> float:
-    """Creates every missing deferrable index; returns the seconds it took."""
+          stop: threading.Event | None = None, concurrently: bool = True) -> float:
+    """Creates every missing deferrable index; returns the seconds it took.
+
+    On PostgreSQL, `concurrently` builds them without blocking writes to the tables (one table
+    at a time each, a third slower); otherwise they are built side by side on as many connections
+    as there are cores, and writes to the record tables wait until each is done (reads do not)."""
     started = time.monotonic()
     missing = missing_indexes()
     if not missing:
@@ -265,11 +300,8 @@ def build(deployment: Deployment | None = None, *, report: Callable[[str], None]
     _drop_invalid()
     try:
         if connection.vendor == "postgresql":
-            by_table: dict[str, list[str]] = {}
-            for index, statement in zip(missing, create_statements(missing, concurrently=True), strict=True):
-                by_table.setdefault(index.table, []).append(statement)
-            _build_on_postgresql({table: sorted(statements, key=lambda s: "gin" not in s)  # the longest first
-                                  for table, statements in by_table.items()}, stop or threading.Event())
+            jobs = _postgresql_jobs(missing, concurrently=concurrently)
+            _build_on_postgresql(jobs, len(jobs) if concurrently else BUILD_CONNECTIONS, stop or threading.Event())
         else:
             _build_on_sqlite(create_statements(missing, concurrently=False), stop or threading.Event())
     except BaseException:

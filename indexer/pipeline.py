@@ -91,14 +91,15 @@ def database_connections_of_our_own() -> None:
 
 
 @contextlib.contextmanager
-def collections_between_batches() -> Iterator[None]:
+def collections_between_batches(*, collect_at_end: bool = True) -> Iterator[None]:
     """Python's automatic garbage collection off during a catch-up: a batch allocates hundreds of
     thousands of objects and the automatic collections scanned the records kept in memory over
     and over (a quarter of a backfill's time), while batches leave no cyclic garbage (reference
     counting frees it all). The caller collects the young generations every so many batches, for
     what retries and errors may leave, and once more at the end (a full collection scanned every
-    long-lived object for a tenth of a second); the oldest generation is left to the automatic
-    collections."""
+    long-lived object for a tenth of a second), unless the process exits then: a forked reader,
+    whose last collection (every record of the catch-up, a quarter of a second) the indexer
+    would wait for. The oldest generation is left to the automatic collections."""
     enabled = gc.isenabled()
     gc.disable()
     try:
@@ -106,7 +107,8 @@ def collections_between_batches() -> Iterator[None]:
     finally:
         if enabled:
             gc.enable()
-        gc.collect(1)
+        if collect_at_end:
+            gc.collect(1)
 
 
 @dataclass

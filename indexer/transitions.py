@@ -213,12 +213,15 @@ class RecordStore:
         for kind in KINDS:
             model, id_field, table = self._table(kind)
             dirty = [key for k, key in sorted(self.changed) if k == kind and key in table]
-            for key in dirty:
-                self._render(kind, key)
-            if dirty:
-                names = _WRITTEN_FIELDS[kind]
-                rows = [[self.deployment.pk, key, *(getattr(table[key], name) for name in names)] for key in dirty]
-                writes.updates.append((model, ("deployment_id", id_field), names, rows))
+            # A record whose status is as the database has it, rendered, needs only its counters
+            # written: most changes in a backfill are a parent's counter going up.
+            rendered = [self._render(kind, key) for key in dirty]
+            for names, keys in ((_WRITTEN_FIELDS[kind], [k for k, again in zip(dirty, rendered, strict=True) if again]),
+                                (list(MUTABLE_FIELDS[kind]),
+                                 [k for k, again in zip(dirty, rendered, strict=True) if not again])):
+                if keys:
+                    rows = [[self.deployment.pk, key, *(getattr(table[key], name) for name in names)] for key in keys]
+                    writes.updates.append((model, ("deployment_id", id_field), names, rows))
         writes.out_of_order = self._out_of_chain_order()
         for kind in KINDS:
             model, _, table = self._table(kind)
@@ -228,8 +231,8 @@ class RecordStore:
             columns = _INSERTED_FIELDS[kind]
             rows = []
             for key in new:
-                record = self._render(kind, key)
-                rows.append([getattr(record, name) for name in columns])
+                self._render(kind, key)
+                rows.append([getattr(table[key], name) for name in columns])
             writes.inserts.append((model, columns, rows))
         return writes
 
@@ -265,9 +268,9 @@ class RecordStore:
         model, id_field = _MODELS[kind]
         return model, id_field, getattr(self, _TABLES[kind])
 
-    def _render(self, kind: Kind, key: int) -> Any:
+    def _render(self, kind: Kind, key: int) -> bool:
         """Renders what the record stores about itself: its search text and its JSON body (which
-        the read API and the websocket send as they are).
+        the read API and the websocket send as they are); False when they are as last rendered.
 
         Of the fields a transition changes only the status is in either (the counters are not),
         so a record rendered here before is rendered again only when its status changed, and
@@ -278,7 +281,7 @@ class RecordStore:
         status = record.status
         if rendered is not None:
             if rendered.status == status:
-                return record
+                return False
             fields = list(rendered.fields)
             fields[STATUS_FIELD[type(record)]] = str(status).lower()
             body = record.body.replace(_status_member(rendered.status), _status_member(status), 1)
@@ -289,7 +292,7 @@ class RecordStore:
         record.search_text = join_fields(fields)
         record.body = body
         record._rendered = _Rendered(status, fields)
-        return record
+        return True
 
     def message(self, type_: MessageType, kind: Kind, key: int, block_number: int) -> Message:
         """A message about the record as it is now."""

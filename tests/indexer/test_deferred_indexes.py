@@ -90,6 +90,38 @@ def test_a_first_sync_writes_without_the_indexes_and_builds_them_once_caught_up(
     assert_bodies_are_current(Deployment.objects.get())
 
 
+@pytest.mark.parametrize("others_hold_records", [False, True], ids=["alone", "beside-another-deployment"])
+def test_the_build_blocks_writes_only_when_no_other_deployment_writes(
+        chain: Chain, monkeypatch: pytest.MonkeyPatch, others_hold_records: bool) -> None:
+    # Alone in the tables (a first sync), the indexes are built side by side without
+    # CONCURRENTLY; beside another deployment's records, CONCURRENTLY, so that its indexer writes on.
+    make_deployment(chain_id=8453, contract_address="0x" + "42" * 20,
+                    bounty_total=1 if others_hold_records else 0)
+    builds: list[bool] = []
+    real_build = indexes.build
+
+    def build(*args: Any, concurrently: bool = True, **kwargs: Any) -> float:
+        builds.append(concurrently)
+        return real_build(*args, concurrently=concurrently, **kwargs)
+
+    monkeypatch.setattr(indexes, "build", build)
+    indexer = first_sync(chain)
+    with override_settings(BOUNTY_DEFER_INDEXES="always"):
+        indexer.prepare()
+    catch_up(indexer)
+    if connection.vendor == "postgresql":  # the trigram indexes first, the most rows first
+        plan = indexes._postgresql_jobs(indexes.missing_indexes(), concurrently=others_hold_records)
+        by_rows = sorted((model.objects.count(), str(model._meta.db_table)) for model in (Bounty, Submission, Dispute))
+        assert [job[0].split(" ON ")[1].split()[0] for job in plan[:3]] == [table for _, table in reversed(by_rows)]
+        assert all("gin_trgm_ops" in job[0] and ("CONCURRENTLY" in job[0]) == others_hold_records for job in plan[:3])
+        assert all(len(job) == 1 for job in plan) != others_hold_records  # one table's concurrent builds queue
+    indexer.build_indexes()
+
+    assert builds == [others_hold_records]
+    assert indexes.missing_indexes() == []
+    assert all(indexes.existing_indexes().values())  # every one valid
+
+
 def test_a_bulk_backfill_reads_back_the_records_its_reader_forgot_once_they_are_written(
         chain: Chain, monkeypatch: pytest.MonkeyPatch) -> None:
     # The reader process keeps at most RECORD_MEMORY records; beyond, it waits until the writer

@@ -16,6 +16,7 @@ from web3 import Web3
 from web3.types import TxReceipt
 
 from contracts.demo import seed_demo_activity
+from indexer.errors import IndexerError
 from indexer.events import RECORD_EVENT_TOPICS, LogRef, UndecodableLog, decode_log
 from indexer.models import ChangeLogEntry
 from indexer.rpc import RpcClient
@@ -80,6 +81,17 @@ def test_decode_log_reads_every_record_event_as_web3_does(chain: Chain) -> None:
         fields = {f.name: getattr(event, f.name) for f in dataclasses.fields(event) if f.name != "log"}
         assert fields == {name: _as_decoded(expected["args"][_camel(name)]) for name in fields}
     assert {type(decode_log(log)).__name__ for log in raw} == set(RECORD_EVENTS)
+
+
+@pytest.mark.parametrize("key", ["blockHash", "transactionHash"])
+@pytest.mark.parametrize("value", ["0x12", "0x" + "zz" * 32, None])
+def test_a_log_whose_hash_is_not_a_hash_is_the_nodes_fault_and_named(chain: Chain, key: str, value: Any) -> None:
+    # Not a log to skip (a record would be lost): the indexer stops on it, naming the answer,
+    # and the ledger stores the hashes it checked here as they are.
+    create_bounty(chain, b"ipfs://hash")
+    log = {**raw_logs(chain)[-1], key: value}
+    with pytest.raises(IndexerError, match=f"the node answered a log with {key} {value!r}, not a 32-byte hash"):
+        decode_log(log)
 
 
 @pytest.mark.parametrize(("uri", "stored"), [
