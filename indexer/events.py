@@ -12,6 +12,7 @@ hold them), so that no metadata a caller chose can stop the indexer.
 
 from __future__ import annotations
 
+import operator
 import re
 import sys
 from collections.abc import Callable
@@ -30,10 +31,16 @@ class _Positional:
     (a state dict, set field by field) costs several times more."""
 
     __slots__ = ()
+    _values: Callable[[Any], tuple[Any, ...]]  # the field values in order, in one call (operator.attrgetter)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.__slots__:  # the dataclass with slots, which replaces the class it was made from
+            getter = operator.attrgetter(*cls.__slots__)
+            cls._values = (lambda record: (getter(record),)) if len(cls.__slots__) == 1 else getter
 
     def __reduce__(self) -> tuple[type[Any], tuple[Any, ...]]:
-        names: tuple[str, ...] = self.__slots__
-        return type(self), tuple(getattr(self, name) for name in names)
+        return type(self), type(self)._values(self)
 
 
 @dataclass(frozen=True, slots=True)
