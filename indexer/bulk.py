@@ -101,8 +101,9 @@ def _converter(field: models.Field[Any, Any]) -> _Convert | None:
 # the applied-log ledger's unique index, whose keys arrive in random order), and how many pages
 # the write-ahead log may hold during a bulk backfill before a commit copies them into the
 # database (the default, 1,000, made every other commit of a backfill wait for that copy and its
-# fsync; at 32,768 a checkpoint is rarer and copies each much-changed page once: a backfill's
-# commits took 30% less; the log file is reused afterwards, so it stays about that size).
+# fsync; at 32,768 (256 MiB of 8 KiB pages) a checkpoint is rarer and copies each much-changed
+# page once: a backfill's commits took 30% less; the log file is reused afterwards, so it stays
+# about that size).
 SQLITE_CACHE_KIB = 65_536
 SQLITE_BULK_CHECKPOINT_PAGES = 32_768
 SQLITE_CHECKPOINT_PAGES = 1_000

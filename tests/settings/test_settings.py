@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -95,3 +96,11 @@ def test_the_embedded_default_database_is_sqlite_under_var() -> None:
         env={**environ, "DJANGO_SETTINGS_MODULE": "bountysite.settings"},
     )
     assert result.stdout.split() == ["django.db.backends.sqlite3", str(PROJECT_DIR / "var" / "db.sqlite3")]
+
+
+def test_a_new_sqlite_database_has_8_kib_pages_and_a_write_ahead_log(tmp_path: Path) -> None:
+    result = manage("migrate", "--noinput", tmp_path=tmp_path, DJANGO_DEBUG="1")
+    assert result.returncode == 0, result.stderr
+    with sqlite3.connect(tmp_path / "db.sqlite3") as database:
+        assert database.execute("PRAGMA page_size").fetchone() == (8192,)
+        assert database.execute("PRAGMA journal_mode").fetchone() == ("wal",)
