@@ -75,11 +75,18 @@ class DeploymentFilter:
 class ListQuery:
     resource: Resource
     deployments: DeploymentFilter
-    parents: tuple[tuple[str, int], ...] = ()  # (("bounty_id", 7),): only within one deployment
+    # Exact filters as ORM lookups, (("bounty_id", 7), ("status__in", ("open",))): records.api.filters
+    # declares them. A parent's ID is only meaningful within one deployment.
+    filters: tuple[tuple[str, Any], ...] = ()
     q: str | None = None
     sort: str = "id"
     descending: bool = True
     matches_nothing: bool = False  # qualified by a deployment or parent that cannot exist
+
+    @property
+    def narrowed(self) -> bool:
+        """Whether it picks records within its deployments (so their totals do not count it)."""
+        return bool(self.filters) or bool(self.q) or self.matches_nothing
 
 
 class PageRow(NamedTuple):
@@ -159,8 +166,8 @@ def _filtered(query: ListQuery, ids: list[int]) -> QuerySet[Any]:
     if query.matches_nothing or not ids:
         return records.none()
     records = records.filter(deployment_id=ids[0]) if len(ids) == 1 else records.filter(deployment_id__in=ids)
-    if query.parents:
-        records = records.filter(**dict(query.parents))
+    if query.filters:
+        records = records.filter(**dict(query.filters))
     if query.q:
         term = search_term(query.q)
         if term is None:
@@ -204,7 +211,7 @@ def record_page(query: ListQuery, offset: int, limit: int) -> list[PageRow]:
     records = _filtered(query, ids).order_by(*_ordering(query, ids))
     id_field = ID_FIELDS[query.resource]
     key = SORT_FIELDS[query.resource].get(query.sort, id_field)
-    plain = bool(ids) and not query.parents and not query.q and not query.matches_nothing
+    plain = bool(ids) and not query.narrowed
     by_time = key == "created_at" and offset >= DEFERRED_OFFSET
     if offset and plain and (key == id_field or by_time):
         if key == id_field or len(ids) == 1:
@@ -234,9 +241,9 @@ def record_page(query: ListQuery, offset: int, limit: int) -> list[PageRow]:
 
 
 def _plain_total(query: ListQuery, ids: list[int]) -> int | None:
-    """The number of records of a list without parent filters or `q`, from the deployments'
-    totals (None for other lists, which would need a COUNT)."""
-    if query.parents or query.q or query.matches_nothing:
+    """The number of records of a list without filters or `q`, from the deployments' totals
+    (None for other lists, which would need a COUNT)."""
+    if query.narrowed:
         return None
     totals = Deployment.objects.filter(pk__in=ids).values_list(TOTAL_FIELDS[query.resource], flat=True)
     return int(sum(totals))
@@ -428,8 +435,8 @@ def record_count(query: ListQuery) -> int:
     total = _plain_total(query, ids)
     if total is not None:
         return total
-    if len(query.parents) == 1 and not query.q and len(ids) == 1:
-        ((field, value),) = query.parents
+    if len(query.filters) == 1 and not query.q and len(ids) == 1:
+        ((field, value),) = query.filters
         if query.resource == "submissions" and field == "bounty_id":
             counter = Bounty.objects.filter(deployment_id=ids[0], bounty_id=value).values_list(
                 "submission_count", flat=True).first()

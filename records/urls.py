@@ -1,17 +1,22 @@
-from django.urls import path
+from django.urls import URLPattern, path
 
 from records.api import root, views
+
+
+def _routes(prefix: str, viewset: type[views.RecordViewSet], basename: str) -> list[URLPattern]:
+    """A resource's list, record and overview, at the spec's paths (no trailing slash; an ID of
+    more digits than Python converts is no route, like any other unknown path)."""
+    return [
+        path(prefix, viewset.as_view({"get": "list"}), name=f"{basename}-list"),
+        path(f"{prefix}/<int:record_id>", viewset.as_view({"get": "retrieve"}), name=f"{basename}-detail"),
+        path(f"{prefix}/<int:record_id>/overview", viewset.as_view({"get": "overview"}), name=f"{basename}-overview"),
+    ]
+
 
 urlpatterns = [
     path("", root.ServiceRoot.as_view(), name="root"),
     path("health", views.Health.as_view(), name="health"),
-    path("bounties", views.BountyList.as_view(), name="bounty-list"),
-    path("bounties/<int:record_id>", views.BountyDetail.as_view(), name="bounty-detail"),
-    path("bounties/<int:record_id>/overview", views.BountyOverview.as_view(), name="bounty-overview"),
-    path("submissions", views.SubmissionList.as_view(), name="submission-list"),
-    path("submissions/<int:record_id>", views.SubmissionDetail.as_view(), name="submission-detail"),
-    path("submissions/<int:record_id>/overview", views.SubmissionOverview.as_view(), name="submission-overview"),
-    path("disputes", views.DisputeList.as_view(), name="dispute-list"),
-    path("disputes/<int:record_id>", views.DisputeDetail.as_view(), name="dispute-detail"),
-    path("disputes/<int:record_id>/overview", views.DisputeOverview.as_view(), name="dispute-overview"),
+    *_routes("bounties", views.BountyViewSet, "bounty"),
+    *_routes("submissions", views.SubmissionViewSet, "submission"),
+    *_routes("disputes", views.DisputeViewSet, "dispute"),
 ]

@@ -13,7 +13,7 @@ from drf_spectacular.utils import OpenApiParameter, PolymorphicProxySerializer, 
 from rest_framework import serializers
 
 from records.models import BountyStatus, DisputeStatus, SubmissionStatus
-from records.selectors import SORT_FIELDS, Resource
+from records.selectors import Resource
 
 
 def _amount(what: str) -> serializers.CharField:
@@ -175,50 +175,37 @@ QUALIFIER_PARAMETERS = [
 ]
 
 
-def list_parameters(resource: Resource) -> list[OpenApiParameter]:
-    parents = {"bounties": [], "submissions": ["bounty_id"], "disputes": ["bounty_id", "submission_id"]}[resource]
-    return [
-        OpenApiParameter("limit", int, description="page size 1 to 100 (clamped; not an integer: 50). "
-                         "Asks for a page object."),
-        OpenApiParameter("cursor", str, description="offset from a previous page's next_cursor; anything but a "
-                         "non-negative integer reads from 0. Asks for a page object."),
-        OpenApiParameter("q", str, description="case-insensitive substring of IDs, status, addresses, metadata, "
-                         "transaction hash or the text field. Asks for a page object, even empty."),
-        OpenApiParameter("sort", str, enum=sorted(SORT_FIELDS[resource]),
-                         description="sort key; unknown keys sort by id; ties break by id"),
-        OpenApiParameter("dir", str, enum=["asc", "desc"], description="any case; anything else means desc"),
-        OpenApiParameter("chain_id", int, description="only this chain's deployments"),
-        OpenApiParameter("contract_address", str, description="only this deployment (needs chain_id)"),
-        *(OpenApiParameter(name, int, description="records of this parent, within the deployment named by "
-                           "chain_id + contract_address (or the active one)") for name in parents),
-    ]
+_QUALIFIED = "One record, or an overview, of a qualified deployment."
+RECORD_ID = OpenApiParameter("record_id", int, OpenApiParameter.PATH, description="the record's on-chain ID")
 
 
-def list_schema(resource: Resource, row: type[serializers.Serializer[Any]],
-                page: type[serializers.Serializer[Any]], plain: type[serializers.Serializer[Any]]) -> Any:
+def resource_schema(resource: Resource, page: type[serializers.Serializer[Any]],
+                    plain: type[serializers.Serializer[Any]], overview: type[serializers.Serializer[Any]],
+                    overview_summary: str) -> Any:
+    """A record viewset's operations. The list's parameters come from its filter backends and
+    its pagination class (records.api.filters, records.api.pagination)."""
+    noun = {"bounties": "bounty", "submissions": "submission", "disputes": "dispute"}[resource]
     always = " `/disputes?bounty_id=` always answers a page object." if resource == "disputes" else ""
-    return extend_schema_view(get=extend_schema(
-        operation_id=f"{resource}_list",
-        summary=f"List {resource}",
-        description=("An unpaged array when none of limit, cursor and q is sent (streamed), otherwise a page "
-                     f"object.{always}"),
-        parameters=list_parameters(resource),
-        responses={
-            200: PolymorphicProxySerializer(component_name=f"{plain.__name__}List",
-                                            serializers=[plain(many=True), page], resource_type_field_name=None,
-                                            many=False),
-            400: Error,
-        },
-    ))
-
-
-def record_schema(operation_id: str, response: type[serializers.Serializer[Any]], what: str) -> Any:
-    return extend_schema_view(get=extend_schema(
-        operation_id=operation_id,
-        summary=what,
-        parameters=QUALIFIER_PARAMETERS,
-        responses={200: response, 400: Error, 404: Error},
-    ))
+    return extend_schema_view(
+        list=extend_schema(
+            operation_id=f"{resource}_list",
+            summary=f"List {resource}",
+            description=("An unpaged array when none of limit, cursor and q is sent (streamed), otherwise a page "
+                         f"object.{always}"),
+            responses={
+                200: PolymorphicProxySerializer(component_name=f"{plain.__name__}List",
+                                                serializers=[plain(many=True), page], resource_type_field_name=None,
+                                                many=False),
+                400: Error,
+            },
+        ),
+        retrieve=extend_schema(operation_id=f"{noun}_get", summary=f"One {noun}", description=_QUALIFIED,
+                               parameters=[RECORD_ID, *QUALIFIER_PARAMETERS],
+                               responses={200: plain, 400: Error, 404: Error}),
+        overview=extend_schema(operation_id=f"{noun}_overview", summary=overview_summary, description=_QUALIFIED,
+                               parameters=[RECORD_ID, *QUALIFIER_PARAMETERS],
+                               responses={200: overview, 400: Error, 404: Error}),
+    )
 
 
 _RATE_HEADERS = {

@@ -1,4 +1,6 @@
-"""The thirteen read routes: parse parameters, call a selector, serialize, answer conditionally.
+"""The read routes as DRF viewsets: a read-only viewset per resource (list, retrieve and the
+overview action) over the selectors, with the lists' filters, search and sort as filter backends
+(records.api.filters) and their paging as a pagination class (records.api.pagination), and /health.
 
 JSON clients get the cached, ETag-tagged body (or a stream for unpaged arrays); a browser gets
 DRF's browsable API around the same data.
@@ -6,25 +8,36 @@ DRF's browsable API around the same data.
 
 from __future__ import annotations
 
-import hashlib
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Iterator
+from typing import Any, ClassVar
 
 import orjson
 from django.conf import settings
-from django.core.cache import cache
 from django.db import DatabaseError, connection
 from django.http import HttpResponseBase, JsonResponse
 from drf_spectacular.utils import extend_schema, extend_schema_view
+from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
+from rest_framework.viewsets import GenericViewSet
 
 from indexer.health import indexer_health
 from records.api import schema
 from records.api.caching import cache_key, cached_json, streamed_json_array
-from records.api.params import NoSuchDeployment, Page, parse_list, qualified_deployment
+from records.api.filters import (
+    BountyFilterSet,
+    DisputeFilterSet,
+    NoSuchDeployment,
+    RecordFilterBackend,
+    RecordFilterSet,
+    SearchBackend,
+    SortBackend,
+    SubmissionFilterSet,
+    qualified_deployment,
+)
+from records.api.pagination import RecordPagination
 from records.models import Bounty, Deployment, Submission
 from records.representation import (
     JsonRecord,
@@ -33,10 +46,9 @@ from records.representation import (
     dispute_json,
     rfc3339,
     submission_json,
-    with_counter,
 )
 from records.selectors import (
-    COUNT_FIELDS,
+    DeploymentFilter,
     ListQuery,
     Resource,
     active_deployment,
@@ -46,13 +58,10 @@ from records.selectors import (
     dispute_get,
     dispute_overview,
     record_bodies,
-    record_count,
-    record_page,
     submission_get,
     submission_overview,
 )
 
-LIST_PARAMS = ("limit", "cursor", "q", "sort", "dir", "chain_id", "contract_address", "bounty_id", "submission_id")
 QUALIFIERS = ("chain_id", "contract_address")
 STREAM_CHUNK = 1_000
 SERVICE_VERSION = "0.1.0"
@@ -69,59 +78,11 @@ def serialize(resource: Resource, record: Any, deployment: Deployment, *, with_c
     return dispute_json(record, chain_id=chain_id, contract_address=address)
 
 
-class ReadView(APIView):
-    """Answers JSON clients from the conditional cache, browsers through DRF."""
-
-    def respond(self, request: Request, key: str, build: Callable[[], Any]) -> HttpResponseBase:
-        if request.accepted_renderer.format == "json":
-            return cached_json(request, key, build)
-        return Response(orjson.loads(orjson.dumps(build())))  # stored bodies parsed, to be shown indented
-
-
-class RecordListView(ReadView):
-    resource: Resource
-
-    def get(self, request: Request) -> HttpResponseBase:
-        query, page = parse_list(self.resource, request.GET)
-        version = data_version(query.deployments)
-        key = cache_key(request, LIST_PARAMS, version)
-        if page is None:
-            if request.accepted_renderer.format == "json":
-                return streamed_json_array(request, key, lambda: _stream(query))
-            return Response([orjson.loads(body) for body in record_bodies(query)])
-        return self.respond(request, key, lambda: _page_body(query, page, version))
-
-
-def _items(query: ListQuery, page: Page) -> list[orjson.Fragment]:
-    """The page's stored bodies, with submission_count / dispute_count where the spec has them."""
-    counter = COUNT_FIELDS.get(query.resource)
-    return [orjson.Fragment(body if counter is None else with_counter(body, counter, count))  # type: ignore[arg-type]
-            for body, count in record_page(query, page.offset, page.limit)]
-
-
-def _count(query: ListQuery, version: str, page: Page, shown: int) -> int:
-    """The total, cached per filter and data version: every page and sort of a filter shares it.
-    A page that is not full but not past the end tells it without counting."""
-    filters = (query.resource, query.deployments, query.parents, query.q, query.matches_nothing, version)
-    key = "count:" + hashlib.sha256(repr(filters).encode()).hexdigest()
-    total = cache.get(key)
-    if total is None:
-        total = page.offset + shown if 0 < shown < page.limit or (shown == 0 == page.offset) else record_count(query)
-        cache.set(key, total, settings.BOUNTY_API_CACHE_SECONDS)
-    return int(total)
-
-
-def _page_body(query: ListQuery, page: Page, version: str) -> dict[str, Any]:
-    items = _items(query, page)
-    total = _count(query, version, page, len(items))
-    following = page.offset + page.limit
-    return {
-        "items": items,
-        "total": total,
-        "limit": page.limit,
-        "cursor": page.cursor,
-        "next_cursor": str(following) if following < total else None,
-    }
+def respond(request: Request, key: str, build: Any) -> HttpResponseBase:
+    """JSON clients from the conditional cache, browsers through DRF."""
+    if request.accepted_renderer.format == "json":
+        return cached_json(request, key, build)
+    return Response(orjson.loads(orjson.dumps(build())))  # stored bodies parsed, to be shown indented
 
 
 def _stream(query: ListQuery) -> Iterator[bytes]:
@@ -140,35 +101,56 @@ def _stream(query: ListQuery) -> Iterator[bytes]:
     yield b"]"
 
 
-@schema.list_schema("bounties", schema.BountyRow, schema.BountyPage, schema.Bounty)
-class BountyList(RecordListView):
-    resource = "bounties"
+class RecordViewSet(GenericViewSet):  # type: ignore[type-arg]  # its lists' queries are not QuerySets
+    """A resource's list, one record (`retrieve`) and its overview, all read-only. The lists'
+    "queryset" is a `ListQuery`, which the filter backends narrow and the pagination class cuts
+    (or leaves unpaged); single records are qualified by a deployment (or the active one)."""
 
+    resource: ClassVar[Resource]
+    noun: ClassVar[str]
+    filterset_class: ClassVar[type[RecordFilterSet]]
+    filter_backends = [RecordFilterBackend, SearchBackend, SortBackend]
+    pagination_class = RecordPagination
 
-@schema.list_schema("submissions", schema.SubmissionRow, schema.SubmissionPage, schema.Submission)
-class SubmissionList(RecordListView):
-    resource = "submissions"
+    def get_queryset(self) -> Any:
+        """Every record of the resource, in every deployment, by ID, newest first."""
+        return ListQuery(resource=self.resource, deployments=DeploymentFilter())
 
+    def list(self, request: Request) -> HttpResponseBase:
+        query: ListQuery = self.filter_queryset(self.get_queryset())  # type: ignore[assignment]
+        paginator: RecordPagination = self.paginator  # type: ignore[assignment]
+        page = paginator.paginate_queryset(query, request, self)
+        version = data_version(query.deployments)
+        key = cache_key(request, self.shaping_parameters(), version)
+        if page is None:
+            if request.accepted_renderer.format == "json":
+                return streamed_json_array(request, key, lambda: _stream(query))
+            return Response([orjson.loads(body) for body in record_bodies(query)])
+        return respond(request, key, lambda: paginator.page_object(query, page, version))
 
-@schema.list_schema("disputes", schema.Dispute, schema.DisputePage, schema.Dispute)
-class DisputeList(RecordListView):
-    resource = "disputes"
+    def shaping_parameters(self) -> tuple[str, ...]:
+        """Every query parameter that shapes a list's answer (its cache key)."""
+        return ("limit", "cursor", "q", "sort", "dir", *self.filterset_class.base_filters)
 
+    def retrieve(self, request: Request, record_id: int) -> HttpResponseBase:
+        return self._one(request, record_id, self.record_body)
 
-class RecordDetailView(ReadView):
-    """One record, or an overview, of a qualified deployment."""
+    @action(detail=True, methods=["get"])  # routed explicitly in records.urls; the schema knows it so
+    def overview(self, request: Request, record_id: int) -> HttpResponseBase:
+        return self._one(request, record_id, self.overview_body)
 
-    noun = "record"
-
-    def get(self, request: Request, record_id: int) -> HttpResponseBase:
+    def _one(self, request: Request, record_id: int, body: Any) -> HttpResponseBase:
         try:
-            deployment = qualified_deployment(request.GET)
+            deployment = qualified_deployment(request.query_params)
         except NoSuchDeployment:
             raise self.missing(record_id) from None
-        key = cache_key(request, QUALIFIERS, data_version(deployment))
-        return self.respond(request, key, lambda: self.body(deployment, record_id))
+        return respond(request, cache_key(request, QUALIFIERS, data_version(deployment)),
+                       lambda: body(deployment, record_id))
 
-    def body(self, deployment: Deployment, record_id: int) -> Any:
+    def record_body(self, deployment: Deployment, record_id: int) -> Any:
+        raise NotImplementedError
+
+    def overview_body(self, deployment: Deployment, record_id: int) -> Any:
         raise NotImplementedError
 
     def missing(self, record_id: int) -> NotFound:
@@ -181,35 +163,17 @@ class RecordDetailView(ReadView):
         return record
 
 
-@schema.record_schema("bounty_get", schema.Bounty, "One bounty")
-class BountyDetail(RecordDetailView):
+@schema.resource_schema("bounties", schema.BountyPage, schema.Bounty, schema.BountyOverview,
+                        "A bounty, its submissions and their disputes")
+class BountyViewSet(RecordViewSet):
+    resource = "bounties"
     noun = "bounty"
+    filterset_class = BountyFilterSet
 
-    def body(self, deployment: Deployment, record_id: int) -> Any:
+    def record_body(self, deployment: Deployment, record_id: int) -> Any:
         return serialize("bounties", self.found(bounty_get(deployment, record_id), record_id), deployment)
 
-
-@schema.record_schema("submission_get", schema.Submission, "One submission")
-class SubmissionDetail(RecordDetailView):
-    noun = "submission"
-
-    def body(self, deployment: Deployment, record_id: int) -> Any:
-        return serialize("submissions", self.found(submission_get(deployment, record_id), record_id), deployment)
-
-
-@schema.record_schema("dispute_get", schema.Dispute, "One dispute")
-class DisputeDetail(RecordDetailView):
-    noun = "dispute"
-
-    def body(self, deployment: Deployment, record_id: int) -> Any:
-        return serialize("disputes", self.found(dispute_get(deployment, record_id), record_id), deployment)
-
-
-@schema.record_schema("bounty_overview", schema.BountyOverview, "A bounty, its submissions and their disputes")
-class BountyOverview(RecordDetailView):
-    noun = "bounty"
-
-    def body(self, deployment: Deployment, record_id: int) -> Any:
+    def overview_body(self, deployment: Deployment, record_id: int) -> Any:
         overview = self.found(bounty_overview(deployment, record_id), record_id)
         return {
             "bounty": serialize("bounties", overview.record, deployment, with_count=True),
@@ -218,11 +182,17 @@ class BountyOverview(RecordDetailView):
         }
 
 
-@schema.record_schema("submission_overview", schema.SubmissionOverview, "A submission, its bounty and its disputes")
-class SubmissionOverview(RecordDetailView):
+@schema.resource_schema("submissions", schema.SubmissionPage, schema.Submission,
+                        schema.SubmissionOverview, "A submission, its bounty and its disputes")
+class SubmissionViewSet(RecordViewSet):
+    resource = "submissions"
     noun = "submission"
+    filterset_class = SubmissionFilterSet
 
-    def body(self, deployment: Deployment, record_id: int) -> Any:
+    def record_body(self, deployment: Deployment, record_id: int) -> Any:
+        return serialize("submissions", self.found(submission_get(deployment, record_id), record_id), deployment)
+
+    def overview_body(self, deployment: Deployment, record_id: int) -> Any:
         overview = self.found(submission_overview(deployment, record_id), record_id)
         return {
             "submission": serialize("submissions", overview.record, deployment, with_count=True),
@@ -231,11 +201,17 @@ class SubmissionOverview(RecordDetailView):
         }
 
 
-@schema.record_schema("dispute_overview", schema.DisputeOverview, "A dispute with its submission, bounty, siblings")
-class DisputeOverview(RecordDetailView):
+@schema.resource_schema("disputes", schema.DisputePage, schema.Dispute, schema.DisputeOverview,
+                        "A dispute with its submission, bounty, siblings")
+class DisputeViewSet(RecordViewSet):
+    resource = "disputes"
     noun = "dispute"
+    filterset_class = DisputeFilterSet
 
-    def body(self, deployment: Deployment, record_id: int) -> Any:
+    def record_body(self, deployment: Deployment, record_id: int) -> Any:
+        return serialize("disputes", self.found(dispute_get(deployment, record_id), record_id), deployment)
+
+    def overview_body(self, deployment: Deployment, record_id: int) -> Any:
         overview = self.found(dispute_overview(deployment, record_id), record_id)
         return {
             "dispute": serialize("disputes", overview.record, deployment),

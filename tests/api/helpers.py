@@ -83,8 +83,8 @@ ADDRESS_CASES: dict[str, Callable[[str], str]] = {
 
 
 def url(path: str, params: dict[str, Any] | None = None) -> str:
-    """`path` with the query string of `params` (None values left out)."""
-    query = urlencode({name: value for name, value in (params or {}).items() if value is not None})
+    """`path` with the query string of `params` (None values left out, a list's values repeated)."""
+    query = urlencode({name: value for name, value in (params or {}).items() if value is not None}, doseq=True)
     return f"{path}?{query}" if query else path
 
 
