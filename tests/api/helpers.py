@@ -380,7 +380,7 @@ def walk_pages(api: Client, path: str, params: dict[str, Any]) -> list[int]:
 
 
 # ------------------------------------------------------------------ behaviours every list shares
-# Each list file pins them for its route through these checks.
+# test_lists.py pins them for every list through these checks.
 
 
 def check_array_by_default(api: Client, resource: str, deployment: Deployment) -> None:
@@ -570,14 +570,6 @@ def check_parent_half_qualified(api: Client, resource: str, parent: str) -> None
         for extra in ({}, {"limit": "5"}):
             detail = error_detail(api, LIST_PATHS[resource], {parent: "7", **params, **extra}, status=400)
             assert "chain_id" in detail and "contract_address" in detail, params
-
-
-def alias_groups(keys: dict[str, Callable[[Any], Any]]) -> list[list[str]]:
-    """Sort keys grouped by the value they sort on (a key and its aliases share one getter)."""
-    groups: dict[int, list[str]] = {}
-    for key, value in keys.items():
-        groups.setdefault(id(value), []).append(key)
-    return list(groups.values())
 
 
 def check_sort_keys(api: Client, resource: str, records: Sequence[Bounty | Submission | Dispute],
