@@ -354,7 +354,7 @@ def commit_burst(changes: int) -> dict[int, float]:
     from django.db import transaction
 
     from indexer.models import ChangeLogEntry, SyncState
-    from records import live
+    from records.changes import notify_changes
 
     committed: dict[int, float] = {}
     for _ in range(changes):
@@ -365,7 +365,7 @@ def commit_burst(changes: int) -> dict[int, float]:
                                           type="bounty.updated", payload=PAYLOAD, block_number=1)
             state.save(update_fields=["last_seq"])
         committed[state.last_seq] = time.perf_counter()
-        live.notify_changes()
+        notify_changes()
     return committed
 
 

@@ -3,7 +3,7 @@ runserver`, which is daphne's): HTTP to Django (through bountysite/bodiless.py, 
 or 304 sends no body), the websocket `/ws/events` to Channels.
 
 No origin validator wraps the websocket: the feed is public and read-only and reads no
-credentials (records/consumers.py), so a cross-origin page gains nothing by opening it.
+credentials (records/ws/consumer.py), so a cross-origin page gains nothing by opening it.
 """
 
 import gc
@@ -17,14 +17,11 @@ django_asgi_app = get_asgi_application()  # sets Django up before the consumers 
 
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
-from bountysite import daphne_backpressure, daphne_close_codes, daphne_frames, daphne_reasons  # noqa: E402
+from bountysite import daphne_bend  # noqa: E402
 from bountysite.bodiless import BodilessResponses  # noqa: E402
 from records.routing import websocket_urlpatterns  # noqa: E402
 
-daphne_close_codes.install()
-daphne_backpressure.install()
-daphne_frames.install()
-daphne_reasons.install()
+daphne_bend.install()
 
 # Python's default collects its young generation every 700 new objects, promoting whatever is in
 # flight at that moment; with 1,000 websocket connections the old generation grows fast and each

@@ -28,32 +28,9 @@ from typing import Any
 from django.db import models
 from django.db.backends.base.base import BaseDatabaseWrapper
 
+from records.changes import MessageType
 from records.fields import Bytes32Field
 from records.models import Deployment
-
-
-class MessageType(models.TextChoices):
-    BOUNTY_CREATED = "bounty.created"
-    SUBMISSION_CREATED = "submission.created"
-    DISPUTE_CREATED = "dispute.created"
-    DISPUTE_RESOLVED = "dispute.resolved"
-    DISPUTE_CANCELLED = "dispute.cancelled"
-    BOUNTY_FINALIZED = "bounty.finalized"
-    BOUNTY_REFUNDED = "bounty.refunded"
-    SUBMISSION_REFUNDED = "submission.refunded"
-    # Beyond the spec's eight, so that a live consumer holding every record stays right:
-    # `<kind>.updated` carries a record changed as a side effect (a dispute makes its submission
-    # `disputed`, a resolution or finalize changes the submission) or restored by a
-    # reorganisation; `<kind>.removed` a record whose creating block was orphaned.
-    BOUNTY_UPDATED = "bounty.updated"
-    SUBMISSION_UPDATED = "submission.updated"
-    DISPUTE_UPDATED = "dispute.updated"
-    BOUNTY_REMOVED = "bounty.removed"
-    SUBMISSION_REMOVED = "submission.removed"
-    DISPUTE_REMOVED = "dispute.removed"
-    # A bulk backfill changed records without an entry per change (blocks `from_block` to
-    # `to_block` of the payload): a client gets a new snapshot after it instead.
-    RESYNC = "resync"
 
 
 class JSONDocumentField(models.JSONField):
@@ -93,7 +70,7 @@ class SyncState(models.Model):
     backfill_from_block = models.PositiveBigIntegerField(null=True, blank=True)
     backfill_to_block = models.PositiveBigIntegerField(null=True, blank=True)
     # A bulk backfill writes no change-log entry per change from this block on; the batch that
-    # catches up writes one `resync` entry instead (records.live sends its clients a new snapshot).
+    # catches up writes one `resync` entry instead (records.ws.feed sends its clients a new snapshot).
     bulk_from_block = models.PositiveBigIntegerField(null=True, blank=True)
 
     def __str__(self) -> str:

@@ -23,7 +23,7 @@ from indexer.metrics import IndexerMetrics
 from indexer.models import AppliedLog, ChangeLogEntry, IndexedBlock, SyncState
 from indexer.rpc import RpcClient
 from indexer.transitions import RecordStore, undo_entries
-from records.live import notify_changes
+from records.changes import notify_changes
 from records.models import Deployment
 
 logger = logging.getLogger(__name__)

@@ -47,7 +47,6 @@ from indexer.models import (
     IndexerProcess,
     IndexerRole,
     IndexStateChoice,
-    MessageType,
     SyncState,
 )
 from indexer.pacing import Pacer
@@ -61,7 +60,7 @@ from indexer.pipeline import (
 from indexer.reorg import Reorganisations
 from indexer.rpc import RpcClient, RpcCounts, RpcError, Stopped
 from indexer.transitions import RecordStore, Writes, apply_event, chain_time
-from records.live import notify_changes
+from records.changes import MessageType, notify_changes
 from records.models import Deployment
 
 logger = logging.getLogger(__name__)

@@ -45,7 +45,7 @@ from indexer.events import (
     SubmissionCreated,
     SubmissionRefunded,
 )
-from indexer.models import MessageType
+from records.changes import MessageType
 from records.models import (
     Bounty,
     BountyStatus,

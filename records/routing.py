@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from records.consumers import EventsConsumer
+from records.ws.consumer import EventsConsumer
 
 websocket_urlpatterns = [
     path("ws/events", EventsConsumer.as_asgi()),

@@ -15,12 +15,13 @@ from typing import Any, Generic, Literal, NamedTuple, TypeVar
 
 from django.conf import settings
 from django.db import connection
-from django.db.models import F, OuterRef, Q, QuerySet, Subquery
+from django.db.models import F, Min, OuterRef, Q, QuerySet, Subquery
 
-from indexer.models import SyncState
+from indexer.models import ChangeLogEntry, SyncState
 from records.chronology import AnyOf, EpochMicroseconds
 from records.merged_order import Key, page_elements
 from records.models import Bounty, Deployment, Dispute, Submission
+from records.representation import JsonRecord
 from records.search import matching, search_term
 
 Resource = Literal["bounties", "submissions", "disputes"]
@@ -492,3 +493,37 @@ def dispute_overview(deployment: Deployment, dispute_id: int) -> Overview[Disput
     return Overview(record=dispute, bounty=bounty_get(deployment, dispute.bounty_id),
                     submission=submission_get(deployment, dispute.submission_id), submissions=[],
                     disputes=siblings)
+
+
+# ---------------------------------------------------------------------------- the change log
+
+
+class Change(NamedTuple):
+    """A change-log entry as the websocket sends it (records.changes.MessageType)."""
+
+    seq: int
+    type: str
+    payload: JsonRecord
+
+
+def active_deployment_id() -> int | None:
+    deployment = active_deployment()
+    return deployment.pk if deployment is not None else None
+
+
+def last_seq(deployment_id: int) -> int:
+    """The seq of the deployment's newest change (0 before the first)."""
+    return SyncState.objects.filter(deployment_id=deployment_id).values_list("last_seq", flat=True).first() or 0
+
+
+def oldest_seq(deployment_id: int) -> int | None:
+    """The oldest seq the change log still holds (indexer.changelog prunes it), None when empty."""
+    oldest: int | None = ChangeLogEntry.objects.filter(deployment_id=deployment_id).aggregate(v=Min("seq"))["v"]
+    return oldest
+
+
+def changes_between(deployment_id: int, first: int, last: int, limit: int) -> list[Change]:
+    """The entries of seqs first..last, in order, at most `limit` of them."""
+    rows = (ChangeLogEntry.objects.filter(deployment_id=deployment_id, seq__gte=first, seq__lte=last)
+            .order_by("seq").values_list("seq", "type", "payload")[:limit])
+    return [Change(*row) for row in rows]

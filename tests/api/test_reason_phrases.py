@@ -1,4 +1,4 @@
-"""bountysite/daphne_reasons.py: a real daphne's status lines carry the status's reason phrase, the
+"""bountysite/daphne_bend.py, patch 4: a real daphne's status lines carry the status's reason phrase, the
 rate limit's 429 included (Twisted alone writes `429 Unknown Status`)."""
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def test_the_usual_statuses_keep_their_phrases(server: Server) -> None:
 
 
 def test_twisted_alone_still_lacks_the_phrase() -> None:
-    """Fails once Twisted knows 429 itself (asked in a process without the patch): delete the module then."""
+    """Fails once Twisted knows 429 itself (asked in a process without the patch): delete the patch then."""
     code = "from twisted.web import http; print(429 in http.RESPONSES)"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert result.stdout.strip() == "False", "Twisted names 429 now: bountysite/daphne_reasons.py can go"
+    assert result.stdout.strip() == "False", "Twisted names 429 now: patch 4 of bountysite/daphne_bend.py can go"

@@ -1,6 +1,6 @@
 """`manage.py prune_changelog` (indexer.changelog): change-log entries older than the retention
 go, oldest first and only as a run from the oldest, so what is left stays gap-free; a reader
-that needed what went is told so (records.live.ChangesGone) instead of skipping it."""
+that needed what went is told so (records.ws.feed.ChangesGone) instead of skipping it."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from django.utils import timezone
 
 from indexer.changelog import Pruned, prune_change_log
 from indexer.models import ChangeLogEntry, SyncState
-from records import live
 from records.models import Deployment
+from records.ws import feed
 from tests.factories import make_deployment
 
 pytestmark = pytest.mark.django_db
@@ -91,10 +91,10 @@ def test_a_reader_of_pruned_seqs_is_told_they_are_gone_and_a_resume_from_there_g
     settings.BOUNTY_CHAIN_ID, settings.BOUNTY_CONTRACT_ADDRESS = (  # type: ignore[attr-defined]
         deployment.chain_id, deployment.contract_address)
     _log(deployment, [40, 40, 1, 1])
-    assert live.resume_point(0) == 1
+    assert feed.resume_point(0) == 1
     prune_change_log(NOW - timedelta(days=30))
-    with pytest.raises(live.ChangesGone):
-        live.read_changes(deployment.pk, 1, 4)
-    assert [seq for seq, _ in live.read_changes(deployment.pk, 3, 4)] == [3, 4]
-    assert live.resume_point(0) is None  # a snapshot instead
-    assert live.resume_point(2) == 3
+    with pytest.raises(feed.ChangesGone):
+        feed.read_changes(deployment.pk, 1, 4)
+    assert [seq for seq, _, _ in feed.read_changes(deployment.pk, 3, 4)] == [3, 4]
+    assert feed.resume_point(0) is None  # a snapshot instead
+    assert feed.resume_point(2) == 3

@@ -13,7 +13,7 @@ from tests.settings.test_settings import PRODUCTION, manage
 
 # The loggers the dev console hears from: the service's access log, Django's request log,
 # Django's own, the indexer's and the websocket's.
-LOGGERS = ("records.access", "django.request", "django.server", "django", "indexer.sync", "records.live")
+LOGGERS = ("records.access", "django.request", "django.server", "django", "indexer.sync", "records.ws.feed")
 TIMESTAMPED = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} (INFO|WARNING) ")
 
 

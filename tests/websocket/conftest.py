@@ -16,7 +16,7 @@ from django.db import transaction
 from websockets.sync.client import ClientConnection, connect
 
 from indexer.models import ChangeLogEntry, SyncState
-from records import live
+from records.changes import notify_changes
 from records.models import Bounty, Deployment
 from tests.chain import Chain
 from tests.factories import make_bounty, make_deployment
@@ -75,7 +75,7 @@ def commit_change(deployment: Deployment, kind: str, payload: dict[str, Any], co
         ])
         state.last_seq += count
         state.save(update_fields=["last_seq"])
-        transaction.on_commit(live.notify_changes)
+        transaction.on_commit(notify_changes)
     return state.last_seq
 
 

@@ -25,7 +25,7 @@ import redis
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection
 
-from records.ws_limits import ConnectionSlot
+from records.ws.limits import ConnectionSlot
 from tests.metrics import parse, value
 from tests.servers import Server, stop
 from tests.websocket.conftest import close_code, open_client, receive

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from twisted.internet import tcp
 
-from bountysite.daphne_frames import _write
+from bountysite.daphne_bend import write
 
 
 class _Socket:
@@ -34,26 +34,26 @@ def _transport(takes: int | type[OSError], buffered: bytes = b"") -> tuple[Any, 
 
 def test_frames_the_socket_takes_whole_skip_twisteds_buffer() -> None:
     transport, queued = _transport(takes=1_000)
-    _write(transport, b"frames")
+    write(transport, b"frames")
     assert (transport.socket.sent, queued) == (b"frames", [])
 
 
 def test_what_the_socket_does_not_take_goes_to_twisteds_buffer_in_order() -> None:
     transport, queued = _transport(takes=2)
-    _write(transport, b"frames")
+    write(transport, b"frames")
     assert (transport.socket.sent, queued) == (b"fr", [b"ames"])
 
 
 @pytest.mark.parametrize("error", [BlockingIOError, ConnectionResetError])
 def test_a_socket_that_refuses_leaves_everything_to_twisted(error: type[OSError]) -> None:
     transport, queued = _transport(takes=error)
-    _write(transport, b"frames")
+    write(transport, b"frames")
     assert queued == [b"frames"]
 
 
 def test_bytes_already_buffered_keep_their_place_ahead() -> None:
     transport, queued = _transport(takes=1_000, buffered=b"earlier")
-    _write(transport, b"frames")
+    write(transport, b"frames")
     assert (transport.socket.sent, queued) == (b"", [b"frames"])
 
 
@@ -63,5 +63,5 @@ def test_other_transports_are_written_through_twisted() -> None:
     class Other:
         write = staticmethod(queued.append)
 
-    _write(Other(), b"frames")
+    write(Other(), b"frames")
     assert queued == [b"frames"]

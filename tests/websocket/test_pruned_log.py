@@ -9,8 +9,10 @@ import asyncio
 import pytest
 
 from indexer.models import ChangeLogEntry, SyncState
-from records import live
 from records.models import Deployment
+from records.ws.feed import ChangesGone, LiveFeed
+from records.ws.messages import Batch
+from records.ws.outbox import Outbox
 from tests.factories import make_deployment
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -28,7 +30,7 @@ def _prune_through(deployment: Deployment, seq: int) -> None:
     ChangeLogEntry.objects.filter(deployment=deployment, seq__lte=seq).delete()
 
 
-async def _nothing(frames: bytes) -> None:
+async def _nothing(batch: Batch) -> None:
     raise AssertionError("nothing may be sent from a pruned log")
 
 
@@ -38,13 +40,13 @@ def test_a_subscriber_behind_what_is_left_is_refused(through: int, bound: int) -
     deployment = make_deployment()
     _log(deployment, 8)
     _prune_through(deployment, through)
-    feed = live.LiveFeed()
+    feed = LiveFeed()
     feed.deployment_id, feed.cursor = deployment.pk, 8
     feed.start = lambda: None  # type: ignore[method-assign]  # no polling and listening tasks: one subscribe
-    outbox = live.Outbox(3, lambda: None)
+    outbox = Outbox(3, lambda: None)
     outbox.bound = bound  # a gap of the bound or more is read outside the lock
 
-    with pytest.raises(live.ChangesGone):
+    with pytest.raises(ChangesGone):
         asyncio.run(feed.subscribe(outbox, _nothing))
     assert not feed.subscribers
 
@@ -52,16 +54,16 @@ def test_a_subscriber_behind_what_is_left_is_refused(through: int, bound: int) -
 def test_a_feed_pruned_past_closes_its_clients_and_goes_on_from_the_newest() -> None:
     deployment = make_deployment()
     _log(deployment, 8)
-    feed = live.LiveFeed()
+    feed = LiveFeed()
     feed.deployment_id, feed.cursor = deployment.pk, 2
-    outbox = live.Outbox(3, lambda: None)
+    outbox = Outbox(3, lambda: None)
     feed.subscribers.add(outbox)
     _prune_through(deployment, 5)
 
-    async def advance_then_get() -> bytes:
+    async def advance_then_get() -> Batch:
         await feed._advance()
         return await asyncio.wait_for(outbox.get(), timeout=5)
 
-    with pytest.raises(live.ChangesGone):
+    with pytest.raises(ChangesGone):
         asyncio.run(advance_then_get())
     assert not feed.subscribers and feed.cursor == 8

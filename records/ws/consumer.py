@@ -1,4 +1,5 @@
-"""The websocket `/ws/events`: a thin consumer over `records.live` and `records.ws_limits`.
+"""The websocket `/ws/events`: a thin consumer over the client's stream (records.ws.stream) and the
+limits (records.ws.limits).
 
 The feed is public and read-only, like the REST routes: it reads no cookie or session, so a page
 of another origin learns nothing through it that it could not fetch anyway, and no origin check
@@ -17,10 +18,11 @@ from urllib.parse import parse_qs
 
 from channels.generic.websocket import AsyncWebsocketConsumer
 
-from bountysite import daphne_frames
-from records import live
+from bountysite.daphne_bend import FRAMES_EXTENSION
 from records.metrics import WS_CLOSES, WS_OPEN
-from records.ws_limits import INTERNAL_ERROR, POLICY_VIOLATION, ConnectionSlot, MessageBudget, scope_client_address
+from records.ws.limits import INTERNAL_ERROR, POLICY_VIOLATION, ConnectionSlot, MessageBudget, scope_client_address
+from records.ws.messages import Batch
+from records.ws.stream import run_stream
 
 logger = logging.getLogger(__name__)
 access_log = logging.getLogger("records.access")
@@ -51,9 +53,10 @@ class EventsConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]
         if not await self.slot.acquire():
             await self.close(code=POLICY_VIOLATION)
             return
-        frames = self.scope.get("extensions", {}).get(daphne_frames.EXTENSION)
-        self.stream = asyncio.create_task(live.run_stream(
-            self._since(), self._send_frames, self._too_slow, frames["write_now"] if frames else None))
+        frames = self.scope.get("extensions", {}).get(FRAMES_EXTENSION)
+        self.stream = asyncio.create_task(run_stream(
+            self._since(), self._send_frames if frames else self._send_texts, self._too_slow,
+            frames["write_now"] if frames else None))
         self.stream.add_done_callback(self._stream_failed)
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
@@ -75,12 +78,14 @@ class EventsConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]
             with contextlib.suppress(asyncio.CancelledError):
                 await self.stream
 
-    async def _send_frames(self, frames: bytes) -> None:
-        if daphne_frames.EXTENSION in self.scope.get("extensions", {}):
-            await self.base_send({"type": daphne_frames.MESSAGE_TYPE, "frames": frames})
-        else:  # a server without the extension: one ASGI message per websocket message
-            for text in live.frame_texts(frames):
-                await self.send(text_data=text)
+    async def _send_frames(self, batch: Batch) -> None:
+        """To a server with the frame extension (bountysite/daphne_bend.py): the batch's frames as they are."""
+        await self.base_send({"type": FRAMES_EXTENSION, "frames": batch.frames})
+
+    async def _send_texts(self, batch: Batch) -> None:
+        """To a server without it: one ASGI message per websocket message."""
+        for text in batch.texts:
+            await self.send(text_data=text.decode())
 
     async def _close_for_policy(self) -> None:
         if self.stream is not None:

@@ -1,0 +1,186 @@
+"""Where the service bends daphne 4.2 (and the Twisted and autobahn under it): every patch, one install().
+
+`bountysite.asgi` calls `install()`, so `daphne bountysite.asgi:application` and `manage.py
+runserver` (daphne's) both get every patch; it is idempotent. tests/websocket/test_daphne_bend.py
+serves one bare ASGI application from two real daphne processes, one with the bend and one
+without: for each patch one test fails if the bend is wrong, and one fails once an upgrade makes
+it unnecessary (upstream then does it alone: delete the patch and its tests). The HEAD / 204 /
+304 fix is not a patch of daphne but an ASGI layer in front of Django (bountysite/bodiless.py).
+
+1. **Close codes.** Upstream: `WebSocketProtocol.serverClose` passes the application's code to
+   autobahn's `sendClose`, which accepts only 1000 and 3000-4999 (the IANA rules for
+   *registering* codes, not RFC 6455's rules for *sending* them: section 7.4.1 defines 1001-1003
+   and 1007-1011 for endpoints to send; IANA added 1012-1014); any other code raises inside
+   daphne's reply handler, the application dies, and the client sees 1011. We need 1008
+   (policy violation) for the websocket's limits (docs/api.md, Limits and close codes). The
+   patch calls autobahn's `sendCloseFrame` -- the method `sendClose` itself ends in, minus the
+   check -- for a code an endpoint may send, and `sendClose` for everything else.
+
+2. **Backpressure.** Upstream: `websocket.send` completes at once and Twisted buffers the bytes
+   without limit, so a client that stops reading makes the server hold everything ever sent to it
+   and the application can never tell that the client is too slow. We need `send` to wait while
+   the socket is full (the ASGI spec lets it; uvicorn waits the same way), so that the
+   application's own bounded queue (records.ws.outbox.Outbox) overflows and closes the client with
+   1008. The patch gives the websocket's transport a streaming producer once accepted: Twisted
+   pauses it when its write buffer passes `bufferSize` (64 KiB) and resumes it once flushed, and
+   `websocket.send` (like the frames of patch 3) waits while it is paused. The close frame then
+   waits behind what the client has not read yet, so a slow client gets CLOSE_HANDSHAKE_SECONDS,
+   not autobahn's default of 1 s, to read up to it and answer (otherwise it would see 1006).
+
+3. **Prebuilt frames: the `websocket.frames` extension.** Upstream: each `websocket.send` is
+   framed by autobahn and queued by Twisted on its own: a burst of 1,000 changes to 1,000 clients
+   is about 1,000,000 such round trips, seconds of CPU. A server frame is never masked, so the same
+   bytes are right for every client: records.ws builds each message's frame once. The patch
+   announces `scope["extensions"]["websocket.frames"]`; an application that finds it may send
+   `{"type": "websocket.frames", "frames": <bytes>}` of complete, unmasked, unfragmented text
+   frames (never control frames: keepalive pings and the close handshake stay autobahn's), which
+   daphne writes as they are (dropped on a socket no longer open), with the backpressure of
+   patch 2. The extension's `write_now(frames) -> bool` writes frames synchronously from any code
+   on the server's event loop when the socket is open and not held back, and returns False
+   (writing nothing) otherwise: the feed calls it for each client in one loop, sparing a task
+   switch and an ASGI round trip per client per wake-up; the caller makes sure nothing it sent
+   through `send` still waits to be written (records.ws.outbox.Outbox).
+
+4. **Reason phrases.** Upstream: daphne sets a status with Twisted's `setResponseCode(status)`,
+   whose phrase table stops at RFC 2616's statuses: the rate limit's 429 goes out as
+   `HTTP/1.1 429 Unknown Status` (and so would 422, 428 or 451), and an ASGI application cannot
+   pass a phrase. The patch completes Twisted's table from `http.HTTPStatus`, adding only what it
+   lacks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from functools import partial
+from http import HTTPStatus
+from typing import Any
+
+from daphne.server import Server
+from daphne.ws_protocol import WebSocketProtocol
+from twisted.internet import tcp
+from twisted.internet.interfaces import IPushProducer
+from twisted.web import http
+from zope.interface import implementer  # type: ignore[import-untyped]
+
+FRAMES_EXTENSION = "websocket.frames"  # the scope's extension, and the type of the message that uses it
+CLOSE_HANDSHAKE_SECONDS = 10
+# RFC 6455 7.4.1 codes an endpoint may send, plus IANA's 1012-1014; 1004-1006 and 1015 never go
+# on the wire, and 1010 is for clients only.
+SENDABLE_CLOSE_CODES = frozenset({1001, 1002, 1003, 1007, 1008, 1009, 1011, 1012, 1013, 1014})
+
+
+class Upstream:
+    """daphne's own methods, as they were before `install()` (the tests serve them too)."""
+
+    server_close = WebSocketProtocol.serverClose
+    server_handle_reply = Server.handle_reply
+    create_application = Server.create_application
+    protocol_handle_reply = WebSocketProtocol.handle_reply
+
+
+# ---------------------------------------------------------------------------- 1. close codes
+
+
+def _server_close(self: Any, code: int | None = None) -> None:
+    if code in SENDABLE_CLOSE_CODES:
+        self.sendCloseFrame(code=code, isReply=False)
+    else:
+        Upstream.server_close(self, code=code)
+
+
+# ---------------------------------------------------------------------------- 2. backpressure
+
+
+@implementer(IPushProducer)
+class _Writable:
+    """Twisted's flow control of one websocket, as an asyncio event that is set while writable."""
+
+    def __init__(self) -> None:
+        self.event = asyncio.Event()
+        self.event.set()
+
+    def pauseProducing(self) -> None:  # noqa: N802 (Twisted's interface)
+        self.event.clear()
+
+    def resumeProducing(self) -> None:  # noqa: N802
+        self.event.set()
+
+    def stopProducing(self) -> None:  # noqa: N802 (connection lost: nobody waits any longer)
+        self.event.set()
+
+
+async def _server_handle_reply(self: Any, protocol: Any, message: dict[str, Any]) -> None:
+    await Upstream.server_handle_reply(self, protocol, message)
+    if not isinstance(protocol, WebSocketProtocol):
+        return
+    if message.get("type") == "websocket.accept" and protocol.transport is not None:
+        # The transport still holds the HTTP channel the websocket was upgraded from as its
+        # producer; that channel serves no more requests on this connection.
+        if getattr(protocol.transport, "producer", None) is not None:
+            protocol.transport.unregisterProducer()
+        protocol.closeHandshakeTimeout = CLOSE_HANDSHAKE_SECONDS
+        protocol._bounty_writable = _Writable()
+        protocol.transport.registerProducer(protocol._bounty_writable, True)
+    elif message.get("type") in ("websocket.send", FRAMES_EXTENSION):
+        writable: _Writable | None = getattr(protocol, "_bounty_writable", None)
+        if writable is not None:
+            await writable.event.wait()
+
+
+# ---------------------------------------------------------------------------- 3. prebuilt frames
+
+
+def _create_application(self: Any, protocol: Any, scope: dict[str, Any]) -> Any:
+    if scope.get("type") == "websocket":
+        scope.setdefault("extensions", {})[FRAMES_EXTENSION] = {"write_now": partial(_write_now, self, protocol)}
+    return Upstream.create_application(self, protocol, scope)
+
+
+def _write_now(server: Any, protocol: Any, frames: bytes) -> bool:
+    writable = getattr(protocol, "_bounty_writable", None)  # patch 2's
+    if (protocol.state != protocol.STATE_OPEN or protocol.send_queue or (writable and not writable.event.is_set())
+            or server.connections.get(protocol, {}).get("disconnected")):
+        return False
+    write(protocol.transport, frames)
+    return True
+
+
+def write(transport: Any, frames: bytes) -> None:
+    """`transport.write(frames)`, but on a plain TCP connection with nothing buffered, sent on the
+    spot: Twisted would queue the bytes, register the socket for writing, send on the next loop
+    iteration and unregister it, two epoll changes and a callback per client per wake-up."""
+    if (isinstance(transport, tcp.Server) and not transport.dataBuffer and not transport._tempDataBuffer
+            and not transport.disconnecting):
+        try:
+            sent = transport.socket.send(frames)
+        except OSError:  # full (BlockingIOError) or broken: Twisted's own write deals with either
+            sent = 0
+        if sent == len(frames):
+            return
+        frames = frames[sent:]
+    transport.write(frames)
+
+
+def _protocol_handle_reply(self: Any, message: dict[str, Any]) -> None:
+    if message.get("type") != FRAMES_EXTENSION:
+        Upstream.protocol_handle_reply(self, message)
+    elif self.state == self.STATE_CONNECTING:
+        raise ValueError("Socket has not been accepted, so cannot send over it")
+    elif self.state == self.STATE_OPEN:
+        if self.send_queue:  # autobahn's delayed writes go first
+            self.sendData(message["frames"])
+        else:  # what sendData does then, without formatting its debug message's arguments
+            write(self.transport, message["frames"])
+
+
+# ---------------------------------------------------------------------------- install
+
+
+def install() -> None:
+    """Applies every patch (idempotent)."""
+    WebSocketProtocol.serverClose = _server_close  # 1
+    Server.handle_reply = _server_handle_reply  # 2
+    Server.create_application = _create_application  # 3
+    WebSocketProtocol.handle_reply = _protocol_handle_reply  # 3
+    for status in HTTPStatus:  # 4
+        http.RESPONSES.setdefault(status.value, status.phrase.encode("ascii"))

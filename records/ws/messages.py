@@ -1,0 +1,96 @@
+"""The websocket's messages (docs/api.md, Messages), and a batch of them framed once for everyone.
+
+Every message is encoded once. A server's websocket frames are not masked, so the same frame
+bytes suit every client: a `Batch` of consecutive messages carries their texts and their frames
+(RFC 6455), made once, and shared by every client. A server with the frame extension
+(bountysite/daphne.py) writes the frames as they are; one without it is sent the texts, one ASGI
+message each. Either way nothing is encoded or framed per client.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Literal, TypedDict
+
+import orjson
+
+from records.changes import MessageType
+from records.representation import JsonRecord
+
+SnapshotType = Literal["bounty.created", "submission.created", "dispute.created"]
+
+
+class LiveMessage(TypedDict):
+    type: MessageType
+    payload: JsonRecord
+    seq: int
+
+
+class SnapshotMessage(TypedDict):
+    type: SnapshotType
+    payload: orjson.Fragment  # the record's stored JSON (records.representation.record_body)
+    snapshot: Literal[True]
+    seq: int  # the change-log seq the snapshot is current at
+
+
+class SnapshotCounts(TypedDict):
+    bounties: int
+    submissions: int
+    disputes: int
+
+
+class SnapshotComplete(TypedDict):
+    """After the snapshot's last record: from here on `seq` is a resume point (`?since=`)."""
+
+    type: Literal["snapshot.complete"]
+    payload: SnapshotCounts
+    seq: int
+
+
+def encode(message: LiveMessage | SnapshotMessage | SnapshotComplete) -> bytes:
+    """The message's UTF-8 JSON text."""
+    return orjson.dumps(message)
+
+
+def text_frame(data: bytes) -> bytes:
+    """UTF-8 text as one unmasked, unfragmented websocket text frame (RFC 6455 section 5.2)."""
+    size = len(data)
+    if size < 126:
+        header = bytes((0x81, size))
+    elif size < 1 << 16:
+        header = bytes((0x81, 126)) + size.to_bytes(2, "big")
+    else:
+        header = bytes((0x81, 127)) + size.to_bytes(8, "big")
+    return header + data
+
+
+class Batch:
+    """Consecutive messages: their texts, and their frames joined, made once when first asked for."""
+
+    __slots__ = ("_frames", "texts")
+
+    def __init__(self, texts: list[bytes], frames: bytes | None = None) -> None:
+        self.texts = texts
+        self._frames = frames
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+    @property
+    def frames(self) -> bytes:
+        """Every message as a text frame, concatenated: what the frame extension writes as is."""
+        if self._frames is None:
+            self._frames = b"".join(text_frame(text) for text in self.texts)
+        return self._frames
+
+    def after(self, count: int) -> Batch:
+        """The batch without its first `count` messages."""
+        return Batch(self.texts[count:])
+
+    @classmethod
+    def joined(cls, batches: Iterable[Batch]) -> Batch:
+        """One batch of the messages of `batches`, in order (their frames reused where made)."""
+        parts = list(batches)
+        texts = [text for batch in parts for text in batch.texts]
+        framed = all(batch._frames is not None for batch in parts)
+        return cls(texts, b"".join(batch.frames for batch in parts) if framed else None)

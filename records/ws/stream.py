@@ -1,0 +1,38 @@
+"""One client's stream: its snapshot (or what it missed since `?since=`), then the live feed."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from channels.db import database_sync_to_async
+
+from records.ws.feed import Resync, process_feed, resume_point
+from records.ws.outbox import Outbox, Send, TooSlow, WriteNow
+from records.ws.snapshot import stream_snapshot
+
+
+async def run_stream(since: int | None, send: Send, on_too_slow: Callable[[], None],
+                     write_now: WriteNow | None = None) -> None:
+    """Sends one client the snapshot (or what it missed since `since`), then live messages until
+    cancelled (through `write_now` when the server offers it). A client too slow to read is
+    reported through `on_too_slow`."""
+    feed = process_feed()
+    start = await database_sync_to_async(resume_point)(since) if since is not None else None
+    while True:
+        if start is None:
+            try:
+                start = await stream_snapshot(send, framed=write_now is not None)
+            except TooSlow:
+                on_too_slow()
+                return
+        outbox = Outbox(start, on_too_slow, write_now)
+        try:
+            await feed.subscribe(outbox, send)
+            while True:
+                await send(await outbox.get())
+        except TooSlow:
+            return
+        except Resync:  # it was sent the resync message: the new snapshot follows it
+            start = None
+        finally:
+            feed.unsubscribe(outbox)

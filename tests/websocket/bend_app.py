@@ -1,0 +1,48 @@
+"""A bare ASGI websocket application for test_daphne_bend.py, served as it is (daphne upstream)
+and by bend_app_installed.py (with bountysite/daphne_bend.py installed). By path:
+
+- `/close?code=N`: accepts, then closes with code N.
+- `/flood`: accepts, sends FLOOD_MESSAGES texts of 1 MiB through `websocket.send`, then a last
+  text `{"flood_seconds": ...}`: how long those sends took to complete.
+- `/frames`: accepts; with the `websocket.frames` extension in the scope, sends two messages in
+  one `websocket.frames` message; without it, `{"extension": false}`.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+from urllib.parse import parse_qs
+
+FLOOD_MESSAGES = 24
+FRAMES_EXTENSION = "websocket.frames"
+
+
+def text_frame(data: bytes) -> bytes:
+    """A short text as one unmasked websocket text frame (RFC 6455 5.2; under 126 bytes)."""
+    assert len(data) < 126
+    return bytes((0x81, len(data))) + data
+
+
+async def application(scope: dict[str, Any], receive: Callable[[], Awaitable[dict[str, Any]]],
+                      send: Callable[[dict[str, Any]], Awaitable[None]]) -> None:
+    assert scope["type"] == "websocket"
+    await receive()  # websocket.connect
+    await send({"type": "websocket.accept"})
+    if scope["path"] == "/close":
+        code = int(parse_qs(scope["query_string"].decode())["code"][0])
+        await send({"type": "websocket.close", "code": code})
+    elif scope["path"] == "/flood":
+        started = time.perf_counter()
+        for _ in range(FLOOD_MESSAGES):
+            await send({"type": "websocket.send", "text": "x" * (1 << 20)})
+        await send({"type": "websocket.send", "text": json.dumps({"flood_seconds": time.perf_counter() - started})})
+    elif FRAMES_EXTENSION in scope.get("extensions", {}):
+        frames = text_frame(b'{"extension": true}') + text_frame(b'{"second": true}')
+        await send({"type": FRAMES_EXTENSION, "frames": frames})
+    else:
+        await send({"type": "websocket.send", "text": json.dumps({"extension": False})})
+    while (await receive())["type"] != "websocket.disconnect":
+        pass

@@ -1,0 +1,92 @@
+"""bountysite/daphne_bend.py, patch by patch, against real daphne processes: one serving a bare
+application with the bend installed, one serving it as daphne upstream does. For each patch, one
+test fails if the bend is wrong, and one fails once an upgrade of daphne (or autobahn, Twisted)
+makes it unnecessary -- then delete the patch and its tests. (Patch 4, the reason phrases, is
+checked the same two ways in tests/api/test_reason_phrases.py.)"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.servers import Server, start_daphne, stop
+from tests.websocket.bend_app import FLOOD_MESSAGES
+from tests.websocket.conftest import close_code, open_client, receive
+
+UNREAD_SECONDS = 2.0  # how long the flood's client reads nothing
+
+
+@pytest.fixture(scope="module")
+def bent() -> Iterator[Server]:
+    instance = start_daphne(dict(os.environ), "tests.websocket.bend_app_installed:application")
+    yield instance
+    stop(instance.process)
+
+
+@pytest.fixture(scope="module")
+def upstream() -> Iterator[Server]:
+    instance = start_daphne(dict(os.environ), "tests.websocket.bend_app:application")
+    yield instance
+    stop(instance.process)
+
+
+# ---------------------------------------------------------------------------- 1. close codes
+
+
+@pytest.mark.parametrize("code", [1008, 1000, 1001, 1011, 1013, 4000])
+def test_it_sends_the_close_code_of_the_application(bent: Server, code: int) -> None:
+    with open_client(f"ws://127.0.0.1:{bent.port}/close?code={code}") as client:
+        assert close_code(client) == code
+
+
+def test_daphne_alone_still_cannot_close_with_1008(upstream: Server) -> None:
+    with open_client(f"ws://127.0.0.1:{upstream.port}/close?code=1008") as client:
+        assert close_code(client) != 1008, "daphne sends 1008 itself now: patch 1 can go"
+
+
+# ---------------------------------------------------------------------------- 2. backpressure
+
+
+def _flood_seconds(server: Server) -> float:
+    """Opens /flood on a raw socket, reads nothing for UNREAD_SECONDS, then everything: how long
+    the application's sends took to complete."""
+    with socket.create_connection(("127.0.0.1", server.port), timeout=30) as raw:
+        raw.sendall(b"GET /flood HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                    b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
+        time.sleep(UNREAD_SECONDS)
+        data = b""
+        wanted = FLOOD_MESSAGES * (1 << 20)
+        while b"flood_seconds" not in data[wanted:]:
+            chunk = raw.recv(1 << 20)
+            assert chunk, "the server closed before its last message"
+            data += chunk
+    last: dict[str, Any] = json.loads(data[data.rindex(b"{"):data.rindex(b"}") + 1])
+    return float(last["flood_seconds"])
+
+
+def test_a_send_waits_while_the_client_reads_nothing(bent: Server) -> None:
+    assert _flood_seconds(bent) >= UNREAD_SECONDS * 0.75
+
+
+def test_daphne_alone_still_completes_every_send_at_once(upstream: Server) -> None:
+    assert _flood_seconds(upstream) < UNREAD_SECONDS * 0.5, "daphne has backpressure now: patch 2 can go"
+
+
+# ---------------------------------------------------------------------------- 3. prebuilt frames
+
+
+def test_prebuilt_frames_arrive_as_the_messages_they_frame(bent: Server) -> None:
+    with open_client(f"ws://127.0.0.1:{bent.port}/frames") as client:
+        assert receive(client) == {"extension": True}
+        assert receive(client) == {"second": True}
+
+
+def test_daphne_alone_still_offers_no_frames_extension(upstream: Server) -> None:
+    with open_client(f"ws://127.0.0.1:{upstream.port}/frames") as client:
+        assert receive(client) == {"extension": False}, "daphne offers websocket.frames now: patch 3 can go"
