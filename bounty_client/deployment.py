@@ -18,9 +18,14 @@ from bounty_client.validation import validate_address, validate_uint
 DEFAULT_CHAIN_ID = 91342
 """The chain ID of the active deployment (a test chain)."""
 
+MAX_CHAIN_ID = 2**53 - 1
+"""The largest chain ID a `/health` body may name: the largest integer a JavaScript number holds."""
+
 ENV_CHAIN_ID = "BOUNTY_CHAIN_ID"
 ENV_CONTRACT_ADDRESS = "BOUNTY_CONTRACT_ADDRESS"
 ENV_USDC_ADDRESS = "BOUNTY_USDC_ADDRESS"
+
+_INVALID_DEPLOYMENT = "the /health body has an invalid deployment"
 
 
 @dataclass(frozen=True)
@@ -71,15 +76,25 @@ def deployment_from_env(environ: Mapping[str, str] | None = None) -> Deployment:
 
 def deployment_from_health(body: object) -> Deployment:
     """The deployment in a `/health` body: `{"deployment": {chain_id, contract_address,
-    usdc_address}, ...}`. Raises `ConfigurationError` when it is missing or malformed."""
+    usdc_address}, ...}`, held to the rule both clients share (clients/test-vectors.json).
+
+    Raises `ConfigurationError` when the body has no deployment object, when either address is
+    missing or null (the service has no active deployment), when `chain_id` is not an integer
+    from 1 to 2^53-1 (0 is no chain; above 2^53-1 a JavaScript number, hence the TypeScript
+    client and most wallets, cannot hold it exactly), or when an address is malformed.
+    """
     section: Any = body.get("deployment") if isinstance(body, dict) else None
     if not isinstance(section, dict):
         raise ConfigurationError("the /health body has no deployment object")
+    contract_address, usdc_address = section.get("contract_address"), section.get("usdc_address")
+    if contract_address is None or usdc_address is None:
+        raise ConfigurationError("the /health body names no active deployment (contract_address or usdc_address "
+                                 "is null)")
+    chain_id = section.get("chain_id")
+    if type(chain_id) is not int or not 1 <= chain_id <= MAX_CHAIN_ID:  # also refuses a bool, a float, a string
+        raise ConfigurationError(f"{_INVALID_DEPLOYMENT}: chain_id must be an integer from 1 to 2^53-1")
     try:
-        # Deployment validates every value (a missing one is None) and checksums the addresses.
-        values: dict[str, Any] = {
-            name: section.get(name) for name in ("chain_id", "contract_address", "usdc_address")
-        }
-        return Deployment(**values)
+        # Deployment checks the addresses and checksums them.
+        return Deployment(chain_id, contract_address, usdc_address)
     except ValidationError as error:
-        raise ConfigurationError(f"the /health body has an invalid deployment: {error}") from None
+        raise ConfigurationError(f"{_INVALID_DEPLOYMENT}: {error}") from None

@@ -16,6 +16,7 @@ from bounty_client.schema import (
     BountyRecord,
     DisputeOverview,
     DisputeRecord,
+    Health,
     Page,
     SubmissionOverview,
     SubmissionRecord,
@@ -39,8 +40,11 @@ class ReadClient:
 
     `timeout` (seconds, or an `httpx.Timeout`) applies to each request. A non-OK response
     raises `RequestFailedError` (`request failed: <status>`, with the `status`, the service's
-    `detail` and the `url` as attributes); a network failure or timeout raises the underlying
-    `httpx.HTTPError`. Use the client as a context manager, or call `close()`.
+    `detail` and the `url` as attributes), a body of the wrong shape `ResponseError`, a `/health`
+    that names no usable deployment `ConfigurationError`; a network failure or timeout raises the
+    underlying `httpx.HTTPError`. The TypeScript client follows the same rules (both are held to
+    the `read` vectors of clients/test-vectors.json). Use the client as a context manager, or
+    call `close()`.
     """
 
     def __init__(
@@ -143,11 +147,14 @@ class ReadClient:
         """Every record of a list: an unpaged array as is, a page object page by page."""
         body = self._get(path, params)
         while isinstance(body, dict):
-            page = _checked_page(path, body)
+            page = _checked_page(path, body, expected="an array or a page object")
             yield from page["items"]
             if page["next_cursor"] is None:
                 return
-            body = self._get(path, {**params, "cursor": str(page["next_cursor"])})
+            if page["next_cursor"] == params.get("cursor"):  # would read the same page forever
+                raise ResponseError(f"GET {path}: a page's next_cursor repeats the cursor it was read from")
+            params = {**params, "cursor": page["next_cursor"]}
+            body = self._get(path, params)
         if not isinstance(body, list):
             raise ResponseError(f"GET {path}: expected an array or a page object")
         yield from body
@@ -157,15 +164,19 @@ class ReadClient:
 
     # ------------------------------------------------------------------ health and deployment
 
-    def health(self) -> dict[str, Any]:
-        """`GET /health`: service status, version, deployment and indexer flags."""
+    def health(self) -> Health:
+        """`GET /health`: service status, version, deployment and indexer state, as the service
+        sends it (a body that is not a JSON object raises `ResponseError`)."""
         body = self._get("/health", {})
         if not isinstance(body, dict):
             raise ResponseError("GET /health: expected a JSON object")
-        return body
+        return cast(Health, body)
 
     def deployment(self) -> Deployment:
-        """The service's active deployment, read from `/health` once and then remembered."""
+        """The service's active deployment, read from `/health` once and then remembered.
+
+        Raises `ConfigurationError` when `/health` names none, or a chain ID outside 1 to
+        2^53-1 (see `deployment_from_health`)."""
         if self._deployment is None:
             self._deployment = deployment_from_health(self.health())
         return self._deployment
@@ -282,7 +293,7 @@ class ReadClient:
         """`GET /disputes`, `GET /disputes?submission_id=...` for one submission's disputes, or
         `GET /disputes?bounty_id=...` (always paged by the service; every page is read)."""
         params = self._list_params(
-            parents={"bounty_id": bounty_id, "submission_id": submission_id},
+            parents={"submission_id": submission_id, "bounty_id": bounty_id},
             q=q,
             sort=sort,
             direction=direction,
@@ -301,7 +312,7 @@ class ReadClient:
     ) -> Iterator[DisputeRecord]:
         """Every dispute (of one submission or bounty, if given), fetched lazily page by page."""
         params = self._list_params(
-            parents={"bounty_id": bounty_id, "submission_id": submission_id},
+            parents={"submission_id": submission_id, "bounty_id": bounty_id},
             limit=page_size,
             q=q,
             sort=sort,
@@ -322,7 +333,7 @@ class ReadClient:
     ) -> Page[DisputeRecord]:
         """One page of `GET /disputes` (of one submission or bounty, if given)."""
         params = self._list_params(
-            parents={"bounty_id": bounty_id, "submission_id": submission_id},
+            parents={"submission_id": submission_id, "bounty_id": bounty_id},
             limit=limit,
             cursor=cursor,
             q=q,
@@ -351,10 +362,9 @@ def _error_detail(response: httpx.Response) -> str | None:
     return detail if isinstance(detail, str) else None
 
 
-def _checked_page(path: str, body: Any) -> Any:
-    if not (isinstance(body, dict) and isinstance(body.get("items"), list)):
-        raise ResponseError(f"GET {path}: expected a page object")
-    next_cursor = body.get("next_cursor")
-    if not (next_cursor is None or isinstance(next_cursor, str | int)):
-        raise ResponseError(f"GET {path}: next_cursor is neither a string nor null")
+def _checked_page(path: str, body: Any, expected: str = "a page object") -> Any:
+    """`body` if it is a page object: `items` an array, `next_cursor` a string or null."""
+    page = isinstance(body, dict) and isinstance(body.get("items"), list)
+    if not (page and (body.get("next_cursor") is None or isinstance(body["next_cursor"], str))):
+        raise ResponseError(f"GET {path}: expected {expected}")
     return body

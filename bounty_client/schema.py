@@ -1,5 +1,9 @@
 """The JSON shapes the read service returns (its API reference, docs/api.md: Records,
-Lists, Single records and overviews).
+Lists, Single records and overviews, `GET /health`).
+
+The service's OpenAPI schema, committed as clients/openapi.json, is the contract: these TypedDicts
+are written by hand and tests/client/test_schema.py holds them to it (every property, which are
+required, which are nullable, every enum's values).
 
 Amounts are decimal strings of base units, addresses EIP-55 checksummed, hashes `0x` + 64
 lowercase hex digits, timestamps RFC 3339 in UTC.
@@ -103,18 +107,76 @@ class BountyOverview(TypedDict):
 
 
 class SubmissionOverview(TypedDict):
-    """`/submissions/{id}/overview`: the submission, its bounty and its disputes (by id)."""
+    """`/submissions/{id}/overview`: the submission, its bounty and its disputes (by id).
+
+    `bounty` is None when the service's mirror lacks it (never on a consistent mirror)."""
 
     submission: SubmissionRecord
-    bounty: BountyRecord
+    bounty: BountyRecord | None
     disputes: list[DisputeRecord]
 
 
 class DisputeOverview(TypedDict):
     """`/disputes/{id}/overview`: the dispute, its submission and bounty, and the other
-    disputes of the same submission (by id)."""
+    disputes of the same submission (by id).
+
+    `submission` and `bounty` are None when the service's mirror lacks them (never on a
+    consistent mirror)."""
 
     dispute: DisputeRecord
-    submission: SubmissionRecord
-    bounty: BountyRecord
+    submission: SubmissionRecord | None
+    bounty: BountyRecord | None
     sibling_disputes: list[DisputeRecord]
+
+
+class HealthDeployment(TypedDict):
+    """The service's active deployment; the addresses are None when it has none configured."""
+
+    chain_id: int
+    contract_address: str | None
+    usdc_address: str | None
+
+
+class HealthBackfill(TypedDict):
+    """A backfill of more than one batch under way; `to_block` is the safe head it runs to."""
+
+    from_block: int
+    to_block: int
+    done_blocks: int
+    total_blocks: int
+    percent: float
+
+
+class HealthIndexerProcess(TypedDict):
+    """An indexer process seen within the heartbeat: the `writer` or a `standby`."""
+
+    name: str
+    role: Literal["writer", "standby"]
+    last_seen: str
+
+
+class HealthIndexer(TypedDict):
+    """The indexer's state (docs/api.md, `GET /health`)."""
+
+    enabled: bool
+    running: bool
+    synced: bool
+    last_indexed_block: int | None
+    head_block: int | None
+    lag_blocks: int | None
+    confirmations: int
+    confirmations_tag: Literal["safe", "finalized"] | None
+    rate_limited: bool
+    last_heartbeat: str | None
+    indexes: Literal["ready", "deferred", "building"]
+    backfill: HealthBackfill | None
+    processes: list[HealthIndexerProcess]
+
+
+class Health(TypedDict):
+    """`/health`: the service's status and version, its active deployment, its indexer."""
+
+    status: Literal["ok", "degraded", "error"]
+    version: str
+    deployment: HealthDeployment
+    indexer: HealthIndexer

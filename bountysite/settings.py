@@ -8,6 +8,7 @@ lists every variable.
 
 from __future__ import annotations
 
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -226,10 +227,13 @@ REST_FRAMEWORK = {
     "EXCEPTION_HANDLER": "records.api.errors.api_exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
 }
+# The service's version has one place, pyproject.toml's [project] version: /health, GET / and the
+# OpenAPI schema read it from here.
+SERVICE_VERSION: str = tomllib.loads((BASE_DIR / "pyproject.toml").read_text("utf-8"))["project"]["version"]
 SPECTACULAR_SETTINGS = {
     "TITLE": "Bounty read service",
     "DESCRIPTION": "Read-only mirror of the bounty contract: bounties, submissions and disputes.",
-    "VERSION": "0.1.0",
+    "VERSION": SERVICE_VERSION,
     "SERVE_INCLUDE_SCHEMA": False,
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",

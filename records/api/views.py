@@ -64,7 +64,7 @@ from records.selectors import (
 
 QUALIFIERS = ("chain_id", "contract_address")
 STREAM_CHUNK = 1_000
-SERVICE_VERSION = "0.1.0"
+SERVICE_VERSION: str = settings.SERVICE_VERSION
 
 
 def serialize(resource: Resource, record: Any, deployment: Deployment, *, with_count: bool = False) -> JsonRecord:

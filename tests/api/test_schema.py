@@ -1,13 +1,20 @@
 """The OpenAPI schema at /api/schema/: valid OpenAPI 3, and true to the routes, their parameters,
-both list shapes, every error and the rate-limit headers. (test_schemathesis.py checks the
-answers against it; test_docs_in_a_browser.py the Swagger UI and Redoc pages.)"""
+both list shapes, every error and the rate-limit headers; committed as clients/openapi.json, the
+contract both clients are held to, it must be what the server generates now. (test_schemathesis.py
+checks the answers against it; test_docs_in_a_browser.py the Swagger UI and Redoc pages;
+tests/client/test_schema.py the Python client's types.)"""
 
 from __future__ import annotations
 
+import difflib
 import json
+import tomllib
+from pathlib import Path
 from typing import Any
 
 import pytest
+from django.conf import settings
+from django.core.management import call_command
 from django.test import Client
 from drf_spectacular.validation import validate_schema
 
@@ -23,6 +30,9 @@ EXACT_FILTERS: dict[str, set[str]] = {
     "disputes": {"bounty_id", "submission_id", "status", "challenger"},
 }
 RATE_HEADERS = {"X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset"}
+COMMITTED_SCHEMA = Path(settings.BASE_DIR) / "clients" / "openapi.json"
+REGENERATE = ("DJANGO_DEBUG=1 .venv/bin/python manage.py spectacular --format openapi-json --validate --fail-on-warn "
+              "--file clients/openapi.json (then `npm run generate` in clients/typescript)")
 
 
 @pytest.fixture
@@ -42,6 +52,20 @@ def _resolve(schema: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
 def test_the_schema_is_valid_openapi_3(schema: dict[str, Any]) -> None:
     assert schema["openapi"].startswith("3.")
     validate_schema(schema)  # type: ignore[no-untyped-call]  # drf-spectacular's check against the OpenAPI 3.0 meta-schema; raises if invalid
+
+
+def test_the_committed_schema_is_what_the_server_generates_now(tmp_path: Path) -> None:
+    generated = tmp_path / "openapi.json"
+    call_command("spectacular", "--format", "openapi-json", "--file", str(generated))
+    diff = list(difflib.unified_diff(COMMITTED_SCHEMA.read_text("utf-8").splitlines(),
+                                     generated.read_text("utf-8").splitlines(),
+                                     "clients/openapi.json", "generated now", lineterm="", n=2))
+    assert not diff, f"clients/openapi.json is stale; regenerate it: {REGENERATE}\n" + "\n".join(diff[:80])
+
+
+def test_its_version_is_the_service_version_from_pyproject(schema: dict[str, Any]) -> None:
+    project = tomllib.loads((Path(settings.BASE_DIR) / "pyproject.toml").read_text("utf-8"))["project"]
+    assert schema["info"]["version"] == project["version"] == settings.SERVICE_VERSION
 
 
 def test_it_documents_every_read_route_and_only_get(schema: dict[str, Any]) -> None:

@@ -177,7 +177,7 @@ def test_a_slow_service_times_out(service):
 
 def test_an_unexpected_body_is_a_response_error(client, service):
     service.responses["/bounties"] = (200, {"unexpected": True})
-    with pytest.raises(ResponseError, match="expected a page object"):
+    with pytest.raises(ResponseError, match="expected an array or a page object"):
         client.list_bounties()
 
 

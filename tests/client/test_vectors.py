@@ -1,20 +1,31 @@
 """The Python client against clients/test-vectors.json, the vectors the TypeScript client is held
 to as well (clients/typescript/test/vectors.test.ts): calldata of every helper, every validation
-message, canonical JSON and hashes, parsed metadata URIs, and quotes."""
+message, canonical JSON and hashes, parsed metadata URIs, quotes, and the read client's requests,
+answers and errors against a fake service (httpx's MockTransport)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from bounty_client import metadata
 from bounty_client.deployment import Deployment
-from bounty_client.errors import ValidationError
+from bounty_client.errors import (
+    BountyClientError,
+    ConfigurationError,
+    RequestFailedError,
+    ResponseError,
+    ValidationError,
+)
 from bounty_client.quote import QuoteConfig, quote_create_amount
+from bounty_client.read import ReadClient
 from bounty_client.transactions import TransactionBuilder, UnsignedTransaction
 
 VECTORS = json.loads((Path(__file__).resolve().parents[2] / "clients" / "test-vectors.json").read_text("utf-8"))
@@ -95,3 +106,80 @@ def test_the_vectors_cover_every_helper_and_message() -> None:
     messages = {case["error"] for case in VECTORS["validation"]}
     assert {"invalid address", "bytes32 value must be 32 bytes", "number must be a safe uint",
             "uint256 value out of range", "uint64 value out of range"} <= messages
+
+
+READ = VECTORS["read"]
+READ_CASES = [pytest.param(case, id=f"{group}: {case['name']}")
+              for group in ("deployment", "urls", "pages", "errors") for case in READ[group]]
+READ_ERRORS: dict[str, type[BountyClientError]] = {
+    "request": RequestFailedError, "response": ResponseError, "configuration": ConfigurationError,
+}
+ITERATORS = {"bounties": "iter_bounties", "submissions": "iter_submissions", "disputes": "iter_disputes"}
+EMPTY_PAGE = {"items": [], "total": 0, "limit": 50, "cursor": None, "next_cursor": None}
+
+
+def _fake_service(case: dict[str, Any], requested: list[str]) -> httpx.MockTransport:
+    """Answers the vector's `responses` in order, or else the read section's default answers."""
+    answers: Iterator[dict[str, Any]] | None = iter(case["responses"]) if "responses" in case else None
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        requested.append(str(request.url))
+        if answers is not None:
+            given = next(answers, None)
+            assert given is not None, f"a request the vector does not expect: {request.url}"
+        elif request.url.path == "/health":
+            given = {"body": READ["health"]}
+        else:
+            given = {"body": EMPTY_PAGE if request.url.path.count("/") == 1 else {}}
+        text = given["text"] if "text" in given else json.dumps(given["body"])
+        headers = {"Content-Type": given.get("contentType", "application/json")}
+        return httpx.Response(given.get("status", 200), content=text.encode("utf-8"), headers=headers)
+
+    return httpx.MockTransport(answer)
+
+
+def _read_client(options: dict[str, Any], transport: httpx.MockTransport) -> ReadClient:
+    given = options.get("deployment") or {}
+    return ReadClient(READ["baseUrl"], chain_id=given.get("chainId"), contract_address=given.get("contractAddress"),
+                      qualify=options.get("qualify", True), http_client=httpx.Client(transport=transport))
+
+
+def _read(client: ReadClient, call: str, args: dict[str, Any]) -> Any:
+    """The vector's call in Python's terms, its answer as JSON (iterators collected)."""
+    method = getattr(client, ITERATORS.get(call, _snake(call)))
+    if "id" in args:
+        result = method(args["id"])
+    else:
+        result = method(**{"direction" if name == "dir" else _snake(name): value for name, value in args.items()})
+    if isinstance(result, Iterator):
+        return list(result)
+    if isinstance(result, Deployment):
+        return {re.sub(r"_([a-z])", lambda match: match.group(1).upper(), name): value
+                for name, value in dataclasses.asdict(result).items()}
+    return result
+
+
+@pytest.mark.parametrize("case", READ_CASES)
+def test_the_read_client_requests_answers_and_raises_as_the_vectors_say(case: dict[str, Any]) -> None:
+    requested: list[str] = []
+    with _read_client(case["client"], _fake_service(case, requested)) as client:
+        if "error" not in case:
+            result = _read(client, case["call"], case["args"])
+            if "result" in case:
+                assert result == case["result"]
+        else:
+            expected = case["error"]
+            with pytest.raises(READ_ERRORS[expected["kind"]]) as raised:
+                _read(client, case["call"], case["args"])
+            assert str(raised.value) == expected["message"]
+            if isinstance(raised.value, RequestFailedError):
+                error = raised.value
+                assert (error.status, error.detail, error.url) == (expected["status"], expected["detail"],
+                                                                   expected["url"])
+    assert requested == case["urls"]
+
+
+def test_the_read_vectors_cover_every_read_method() -> None:
+    calls = {case["call"] for group in ("urls", "pages", "errors") for case in READ[group]}
+    methods = {name for name in vars(ReadClient) if not name.startswith("_") and name != "close"}
+    assert {ITERATORS.get(call, _snake(call)) for call in calls} == methods

@@ -1,4 +1,4 @@
-/** bounty-client 0.2.0: the client of the bounty read service, for browsers and Node 20. */
+/** bounty-client: the client of the bounty read service, for browsers and Node 20. */
 export { createTransactionBuilder, BOUNTY_ABI, USDC_ABI } from "./transactions.js";
 export type {
   CreateBountyInput,
@@ -12,8 +12,16 @@ export { canonicalJson, metadataHash, metadataToDataUri, parseMetadataUri, DATA_
 export type { JsonValue } from "./metadata.js";
 export { quoteCreateAmount, BPS_DENOMINATOR } from "./quote.js";
 export type { CreateQuote, QuoteConfig } from "./quote.js";
-export { createReadClient, RequestError, MAX_PAGE_SIZE } from "./read.js";
-export type { ByBounty, ListOptions, PageOptions, ReadClient, ReadClientOptions } from "./read.js";
+export {
+  ConfigurationError,
+  createReadClient,
+  deploymentFromHealth,
+  MAX_CHAIN_ID,
+  MAX_PAGE_SIZE,
+  RequestError,
+  ResponseError,
+} from "./read.js";
+export type { ActiveDeployment, ByBounty, ListOptions, PageOptions, ReadClient, ReadClientOptions } from "./read.js";
 export { eventsUrl, watchEvents } from "./events.js";
 export type { LiveEvent, LiveType, Snapshot, Watch, WatchHandlers, WatchOptions, WebSocketConstructor, WebSocketLike } from "./events.js";
 export type * from "./records.js";
@@ -28,4 +36,5 @@ export {
   uintOutOfRange,
 } from "./validation.js";
 export type { Bytes32Input, Hex, UintInput } from "./validation.js";
+/** This package's version; test/version.test.ts holds it equal to package.json's. */
 export const VERSION = "0.2.0";

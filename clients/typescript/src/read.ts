@@ -3,7 +3,10 @@
  *
  * Every request but `/health` carries `chain_id` and `contract_address`: those given, or else the
  * active deployment's, read once from `/health`. `qualify: false` sends none (lists then span
- * every indexed deployment). A non-OK answer throws RequestError (`request failed: <status>`).
+ * every indexed deployment). A non-OK answer throws RequestError (`request failed: <status>`), a
+ * body of the wrong shape ResponseError, a `/health` that names no usable deployment
+ * ConfigurationError. The Python client follows the same rules, with the same messages: both are
+ * held to the `read` vectors of clients/test-vectors.json.
  */
 import type {
   Bounty,
@@ -15,9 +18,11 @@ import type {
   Submission,
   SubmissionOverview,
 } from "./records.js";
-import { toAddress, toUint, type UintInput, ValidationError } from "./validation.js";
+import { type Hex, toAddress, toUint, type UintInput, ValidationError } from "./validation.js";
 
 export const MAX_PAGE_SIZE = 100;
+/** The largest chain ID a `/health` body may name: the largest integer a number holds exactly. */
+export const MAX_CHAIN_ID = Number.MAX_SAFE_INTEGER;
 
 /** A non-OK answer: `status`, the service's `detail` (when its body has one) and the `url`. */
 export class RequestError extends Error {
@@ -28,6 +33,54 @@ export class RequestError extends Error {
   ) {
     super(`request failed: ${status}`);
     this.name = "RequestError";
+  }
+}
+
+/** The service answered OK with a body not of the shape its API gives (`GET <path>: expected …`). */
+export class ResponseError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "ResponseError";
+  }
+}
+
+/** The service's `/health` names no deployment this client can use. */
+export class ConfigurationError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "ConfigurationError";
+  }
+}
+
+/** A deployment, as `deployment()` gives it and `createTransactionBuilder` takes it. */
+export interface ActiveDeployment {
+  chainId: number;
+  contractAddress: Hex;
+  usdcAddress: Hex;
+}
+
+const INVALID_DEPLOYMENT = "the /health body has an invalid deployment";
+
+/**
+ * The deployment in a `/health` body. Throws ConfigurationError when the body has no deployment
+ * object, when either address is missing or null (the service has no active deployment), when
+ * `chain_id` is not an integer from 1 to 2^53-1, or when an address is malformed.
+ */
+export function deploymentFromHealth(body: unknown): ActiveDeployment {
+  const section = isObject(body) ? body.deployment : undefined;
+  if (!isObject(section)) throw new ConfigurationError("the /health body has no deployment object");
+  const { chain_id: chainId, contract_address: contractAddress, usdc_address: usdcAddress } = section;
+  if (contractAddress == null || usdcAddress == null) {
+    throw new ConfigurationError("the /health body names no active deployment (contract_address or usdc_address is null)");
+  }
+  if (typeof chainId !== "number" || !Number.isInteger(chainId) || chainId < 1 || chainId > MAX_CHAIN_ID) {
+    throw new ConfigurationError(`${INVALID_DEPLOYMENT}: chain_id must be an integer from 1 to 2^53-1`);
+  }
+  try {
+    return { chainId, contractAddress: toAddress(contractAddress), usdcAddress: toAddress(usdcAddress) };
+  } catch (error) {
+    if (error instanceof ValidationError) throw new ConfigurationError(`${INVALID_DEPLOYMENT}: ${error.message}`);
+    throw error;
   }
 }
 
@@ -60,7 +113,7 @@ export interface ByBounty {
 export interface ReadClient {
   health(): Promise<Health>;
   /** The active deployment (from `/health`, read once). */
-  deployment(): Promise<{ chainId: number; contractAddress: string; usdcAddress: string }>;
+  deployment(): Promise<ActiveDeployment>;
   listBounties(options?: ListOptions): Promise<Bounty[]>;
   bountyPage(options?: PageOptions): Promise<Page<Bounty>>;
   bounties(options?: ListOptions & { pageSize?: number }): AsyncIterableIterator<Bounty>;
@@ -81,8 +134,13 @@ export interface ReadClient {
 
 type Params = Record<string, string>;
 
+function isObject(body: unknown): body is Record<string, unknown> {
+  return typeof body === "object" && body !== null && !Array.isArray(body);
+}
+
+/** A page object: `items` an array, `next_cursor` a string or null. */
 function isPage(body: unknown): body is Page<unknown> {
-  return typeof body === "object" && body !== null && Array.isArray((body as Page<unknown>).items);
+  return isObject(body) && Array.isArray(body.items) && (body.next_cursor == null || typeof body.next_cursor === "string");
 }
 
 export function createReadClient(options: ReadClientOptions): ReadClient {
@@ -95,34 +153,36 @@ export function createReadClient(options: ReadClientOptions): ReadClient {
         contract_address: toAddress(options.deployment.contractAddress),
       }
     : null;
-  let active: { chainId: number; contractAddress: string; usdcAddress: string } | null = null;
+  let active: ActiveDeployment | null = null;
 
-  async function get<T>(path: string, params: Params): Promise<T> {
+  async function get(path: string, params: Params): Promise<unknown> {
     const query = new URLSearchParams(params).toString();
     const url = `${base}${path}${query ? `?${query}` : ""}`;
     const response = await fetcher(url, { headers: { Accept: "application/json" } });
+    const text = await response.text();
+    let body: unknown;
+    try {
+      body = JSON.parse(text);
+    } catch {
+      if (response.ok) throw new ResponseError(`GET ${path}: the body is not JSON`);
+      body = undefined; // an error page (a proxy's HTML, say): no detail
+    }
     if (!response.ok) {
-      let detail: string | null = null;
-      try {
-        const body = (await response.json()) as { detail?: unknown };
-        detail = typeof body.detail === "string" ? body.detail : null;
-      } catch {
-        // not JSON: no detail
-      }
+      const detail = isObject(body) && typeof body.detail === "string" ? body.detail : null;
       throw new RequestError(response.status, detail, url);
     }
-    return (await response.json()) as T;
+    return body;
   }
 
-  async function deployment(): Promise<{ chainId: number; contractAddress: string; usdcAddress: string }> {
-    if (active === null) {
-      const { deployment: d } = await get<Health>("/health", {});
-      if (!d || d.contract_address == null || d.usdc_address == null) {
-        throw new Error("the service reports no active deployment (its /health has no contract and token addresses)");
-      }
-      if (!Number.isSafeInteger(d.chain_id) || d.chain_id < 1) throw new Error(`the service reports chain ID ${d.chain_id}`);
-      active = { chainId: d.chain_id, contractAddress: toAddress(d.contract_address), usdcAddress: toAddress(d.usdc_address) };
-    }
+  /** A body that must be a JSON object (a record, an overview, `/health`). */
+  async function object<T>(path: string, params: Params): Promise<T> {
+    const body = await get(path, params);
+    if (!isObject(body)) throw new ResponseError(`GET ${path}: expected a JSON object`);
+    return body as T;
+  }
+
+  async function deployment(): Promise<ActiveDeployment> {
+    active ??= deploymentFromHealth(await object<Health>("/health", {}));
     return active;
   }
 
@@ -159,22 +219,24 @@ export function createReadClient(options: ReadClientOptions): ReadClient {
   }
 
   async function* walk<T>(path: string, params: Params): AsyncIterableIterator<T> {
-    let body = await get<T[] | Page<T>>(path, params);
-    while (isPage(body)) {
+    let body = await get(path, params);
+    while (isObject(body)) {
+      if (!isPage(body)) throw new ResponseError(`GET ${path}: expected an array or a page object`);
       yield* body.items as T[];
-      const next: unknown = body.next_cursor;
-      if (next === null || next === undefined) return;
-      if (typeof next !== "string" || next === params.cursor) throw new Error(`GET ${path}: a page's next_cursor is not a new cursor`);
+      const next = body.next_cursor;
+      if (next == null) return;
+      // The same cursor again would read the same page forever.
+      if (next === params.cursor) throw new ResponseError(`GET ${path}: a page's next_cursor repeats the cursor it was read from`);
       params = { ...params, cursor: next };
-      body = await get<T[] | Page<T>>(path, params);
+      body = await get(path, params);
     }
-    if (!Array.isArray(body)) throw new Error(`GET ${path}: expected an array or a page object`);
-    yield* body;
+    if (!Array.isArray(body)) throw new ResponseError(`GET ${path}: expected an array or a page object`);
+    yield* body as T[];
   }
 
   async function page<T>(path: string, params: Params): Promise<Page<T>> {
-    const body = await get<unknown>(path, params);
-    if (!isPage(body)) throw new Error(`GET ${path}: expected a page object`);
+    const body = await get(path, params);
+    if (!isPage(body)) throw new ResponseError(`GET ${path}: expected a page object`);
     return body as Page<T>;
   }
 
@@ -185,10 +247,10 @@ export function createReadClient(options: ReadClientOptions): ReadClient {
   }
 
   const record = async <T>(path: string, id: UintInput, suffix = ""): Promise<T> =>
-    get<T>(`${path}/${toUint(id).toString()}${suffix}`, await qualified());
+    object<T>(`${path}/${toUint(id).toString()}${suffix}`, await qualified());
 
   return {
-    health: () => get<Health>("/health", {}),
+    health: () => object<Health>("/health", {}),
     deployment,
     listBounties: async (o = {}) => all(walk<Bounty>("/bounties", await qualified(listParams(o)))),
     bountyPage: async (o = {}) => page<Bounty>("/bounties", await qualified(listParams({ ...o, limit: o.limit ?? 50 }))),

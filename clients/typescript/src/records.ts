@@ -1,93 +1,41 @@
-/** The service's records, as its API and websocket give them (docs/api.md, Records). */
+/**
+ * The service's records and answers, as its API and websocket give them (docs/api.md, Records).
+ *
+ * Every type here is an alias of one generated from the service's OpenAPI schema:
+ * `clients/openapi.json`, turned into `./generated/openapi.ts` by `npm run generate`
+ * (openapi-typescript). Nothing is declared by hand, so the types cannot drift from the schema.
+ *
+ * Amounts are decimal strings (exact up to 2^256-1), times RFC 3339 UTC, addresses EIP-55.
+ */
+import type { components } from "./generated/openapi.js";
 
-/** Amounts are decimal strings (exact up to 2^256-1), times RFC 3339 UTC, addresses EIP-55. */
-interface RecordBase {
-  id: number;
-  chain_id: number;
-  contract_address: string;
-  metadata_uri: string;
-  metadata_hash: string;
-  bond_amount: string;
-  tx_hash: string;
-  block_number: number;
-  log_index: number;
-  created_at: string;
-}
+type Schemas = components["schemas"];
 
-export interface Bounty extends RecordBase {
-  prompt: string;
-  bounty_amount: string;
-  fee_amount: string;
-  duration: number;
-  status: "open" | "resolved" | "refunded";
-  poster: string;
-  deadline: string;
-  challenge_window: number;
-  /** Only on page rows and in overviews. */
-  submission_count?: number;
-}
+/** A bounty; `submission_count` is there on page rows and in overviews. */
+export type Bounty = Schemas["Bounty"] & Partial<Pick<Schemas["BountyRow"], "submission_count">>;
+/** A bounty as page rows and overviews give it, with `submission_count`. */
+export type BountyRow = Schemas["BountyRow"];
 
-export interface Submission extends RecordBase {
-  bounty_id: number;
-  tile_id: string;
-  content: string;
-  review_deadline: string;
-  status: "submitted" | "disputed" | "accepted" | "rejected" | "refunded";
-  claimant: string;
-  /** Only on page rows and in overviews. */
-  dispute_count?: number;
-}
+/** A submission; `dispute_count` is there on page rows and in overviews. */
+export type Submission = Schemas["Submission"] & Partial<Pick<Schemas["SubmissionRow"], "dispute_count">>;
+/** A submission as page rows and overviews give it, with `dispute_count`. */
+export type SubmissionRow = Schemas["SubmissionRow"];
 
-export interface Dispute extends RecordBase {
-  bounty_id: number;
-  submission_id: number;
-  challenger_id: string;
-  reason: string;
-  status: "pending_human_review" | "upheld" | "rejected" | "cancelled";
-}
+/** A dispute against a submission. */
+export type Dispute = Schemas["Dispute"];
 
-export interface Page<T> {
-  items: T[];
-  total: number;
-  limit: number;
-  cursor: string | null;
-  next_cursor: string | null;
-}
+/** A page of a list: `cursor` is the offset it was read from (null when none was sent), `next_cursor` null on the last page. */
+export type Page<T> = Omit<Schemas["BountyPage"], "items"> & { items: T[] };
 
-export interface BountyOverview {
-  bounty: Bounty;
-  submissions: Submission[];
-  disputes: Dispute[];
-}
+/** `/bounties/{id}/overview`. */
+export type BountyOverview = Schemas["BountyOverview"];
+/** `/submissions/{id}/overview`: `bounty` is null when the service's mirror lacks it (never on a consistent mirror). */
+export type SubmissionOverview = Schemas["SubmissionOverview"];
+/** `/disputes/{id}/overview`: `submission` and `bounty` are null when the service's mirror lacks them. */
+export type DisputeOverview = Schemas["DisputeOverview"];
 
-export interface SubmissionOverview {
-  submission: Submission;
-  bounty: Bounty;
-  disputes: Dispute[];
-}
+/** `/health`: the service's status and version, its active deployment, its indexer's state. */
+export type Health = Schemas["Health"];
 
-export interface DisputeOverview {
-  dispute: Dispute;
-  submission: Submission;
-  bounty: Bounty;
-  sibling_disputes: Dispute[];
-}
-
-export interface Health {
-  status: "ok" | "degraded" | "error";
-  version: string;
-  deployment: { chain_id: number; contract_address: string | null; usdc_address: string | null };
-  indexer: {
-    enabled: boolean;
-    running: boolean;
-    synced: boolean;
-    last_indexed_block: number | null;
-    head_block: number | null;
-    lag_blocks: number | null;
-    confirmations: number;
-    last_heartbeat: string | null;
-    indexes: "ready" | "deferred" | "building";
-    backfill: { from_block: number; to_block: number; done_blocks: number; total_blocks: number; percent: number } | null;
-    processes: { name: string; role: "writer" | "standby"; last_seen: string }[];
-  };
-}
+/** The one error body of the service, `{"detail": "<message>"}`. */
+export type ErrorBody = Schemas["Error"];

@@ -1,21 +1,45 @@
 // The TypeScript client against clients/test-vectors.json, the vectors the Python client is held
 // to as well (tests/client/test_vectors.py): a change in one client that the other does not
-// follow fails one of the two.
+// follow fails one of the two. The read client runs against a fake service (its `fetch` option).
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { describe, it } from "node:test";
 
 import {
   canonicalJson,
+  ConfigurationError,
+  createReadClient,
   createTransactionBuilder,
   metadataHash,
   metadataToDataUri,
   parseMetadataUri,
   quoteCreateAmount,
+  type ReadClient,
+  type ReadClientOptions,
+  RequestError,
+  ResponseError,
   type TransactionBuilder,
   type UnsignedTransaction,
   ValidationError,
 } from "../src/index.js";
+
+interface Answer {
+  status?: number;
+  body?: unknown;
+  text?: string;
+  contentType?: string;
+}
+
+interface ReadVector {
+  name: string;
+  client: Pick<ReadClientOptions, "deployment" | "qualify">;
+  call: string;
+  args: Record<string, unknown>;
+  responses?: Answer[];
+  urls: string[];
+  result?: unknown;
+  error?: { kind: "request" | "response" | "configuration"; message: string; status?: number; detail?: string | null; url?: string };
+}
 
 interface Vectors {
   deployment: { chainId: number; contractAddress: string; usdcAddress: string };
@@ -29,6 +53,14 @@ interface Vectors {
     expected?: Record<string, string>;
     error?: string;
   }[];
+  read: {
+    baseUrl: string;
+    health: unknown;
+    deployment: ReadVector[];
+    urls: ReadVector[];
+    pages: ReadVector[];
+    errors: ReadVector[];
+  };
 }
 
 const vectors = JSON.parse(
@@ -103,3 +135,77 @@ describe("quoteCreateAmount", () => {
     });
   }
 });
+
+const READ_ERRORS = { request: RequestError, response: ResponseError, configuration: ConfigurationError };
+/** The methods whose first argument is a parent ID; every other argument goes in their options. */
+const PARENT_ARGUMENT: Record<string, string> = {
+  listSubmissions: "bountyId", submissionPage: "bountyId", submissions: "bountyId",
+  listDisputes: "submissionId", disputePage: "submissionId", disputes: "submissionId",
+};
+const EMPTY_PAGE = { items: [], total: 0, limit: 50, cursor: null, next_cursor: null };
+
+/** A fetch that answers the vector's `responses` in order, or else the read section's default answers. */
+function fakeService(vector: ReadVector, requested: string[]): typeof fetch {
+  const answers = vector.responses ? [...vector.responses] : null;
+  return async (input) => {
+    const url = new URL(String(input));
+    requested.push(String(input));
+    let answer: Answer;
+    if (answers !== null) {
+      const next = answers.shift();
+      assert.ok(next, `a request the vector does not expect: ${url}`);
+      answer = next;
+    } else if (url.pathname === "/health") {
+      answer = { body: vectors.read.health };
+    } else {
+      answer = { body: url.pathname.split("/").length === 2 ? EMPTY_PAGE : {} };
+    }
+    const text = answer.text ?? JSON.stringify(answer.body);
+    return new Response(text, { status: answer.status ?? 200, headers: { "Content-Type": answer.contentType ?? "application/json" } });
+  };
+}
+
+/** The vector's call in TypeScript's terms (iterators collected). */
+async function read(client: ReadClient, call: string, args: Record<string, unknown>): Promise<unknown> {
+  const method = client[call as keyof ReadClient] as (...values: unknown[]) => unknown;
+  const parent = PARENT_ARGUMENT[call];
+  const { id, ...options } = args;
+  let result: unknown;
+  if (id !== undefined) result = method(id);
+  else if (parent !== undefined) {
+    const { [parent]: parentId, ...rest } = options;
+    result = method(parentId ?? null, rest);
+  } else result = method(options);
+  if (typeof result === "object" && result !== null && Symbol.asyncIterator in result) {
+    const items: unknown[] = [];
+    for await (const item of result as AsyncIterable<unknown>) items.push(item);
+    return items;
+  }
+  return result;
+}
+
+for (const group of ["deployment", "urls", "pages", "errors"] as const) {
+  describe(`read client: ${group}`, () => {
+    for (const vector of vectors.read[group]) {
+      it(vector.name, async () => {
+        const requested: string[] = [];
+        const client = createReadClient({ baseUrl: vectors.read.baseUrl, fetch: fakeService(vector, requested), ...vector.client });
+        const expected = vector.error;
+        if (expected === undefined) {
+          const result = await read(client, vector.call, vector.args);
+          if ("result" in vector) assert.deepEqual(result, vector.result);
+        } else {
+          await assert.rejects(read(client, vector.call, vector.args), (error: unknown) => {
+            assert.ok(error instanceof READ_ERRORS[expected.kind], `${String(error)} is not a ${READ_ERRORS[expected.kind].name}`);
+            assert.equal(error.message, expected.message);
+            if (error instanceof RequestError) {
+              assert.deepEqual([error.status, error.detail, error.url], [expected.status, expected.detail, expected.url]);
+            }
+            return true;
+          });
+        }
+        assert.deepEqual(requested, vector.urls);
+      });
+    }
+  });
+}
