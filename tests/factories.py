@@ -47,6 +47,7 @@ def _save(record: Any) -> Any:
     created = record.pk is None
     record.search_text = search_document(record)
     record.save()  # first, so that the fields refuse malformed values before the body renders them
+    record.refresh_from_db()  # the values as stored (hex lowercased, times in UTC), as the indexer has them
     deployment = record.deployment
     record.body = record_body(record, chain_id=deployment.chain_id, contract_address=deployment.contract_address)
     record.save(update_fields=["body"])

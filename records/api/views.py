@@ -38,15 +38,8 @@ from records.api.filters import (
     qualified_deployment,
 )
 from records.api.pagination import RecordPagination
-from records.models import Bounty, Deployment, Submission
-from records.representation import (
-    JsonRecord,
-    bounty_json,
-    checksum_address,
-    dispute_json,
-    rfc3339,
-    submission_json,
-)
+from records.models import Bounty, Deployment, Dispute, Submission
+from records.representation import checksum_address, rfc3339, with_counter
 from records.selectors import (
     DeploymentFilter,
     ListQuery,
@@ -67,15 +60,15 @@ STREAM_CHUNK = 1_000
 SERVICE_VERSION: str = settings.SERVICE_VERSION
 
 
-def serialize(resource: Resource, record: Any, deployment: Deployment, *, with_count: bool = False) -> JsonRecord:
-    """The record's JSON (a model instance or a named row of its fields); `with_count` adds
-    submission_count / dispute_count where the spec has them."""
-    chain_id, address = deployment.chain_id, deployment.contract_address
-    if resource == "bounties":
-        return bounty_json(record, chain_id=chain_id, contract_address=address, with_count=with_count)
-    if resource == "submissions":
-        return submission_json(record, chain_id=chain_id, contract_address=address, with_count=with_count)
-    return dispute_json(record, chain_id=chain_id, contract_address=address)
+def stored(record: Bounty | Submission | Dispute, *, with_count: bool = False) -> orjson.Fragment:
+    """The record's JSON as the indexer rendered and stored it (records.representation.record_body:
+    the one place a record's shape is made); `with_count` appends submission_count /
+    dispute_count where the spec has them."""
+    if with_count and isinstance(record, Bounty):
+        return orjson.Fragment(with_counter(record.body, "submission_count", record.submission_count))
+    if with_count and isinstance(record, Submission):
+        return orjson.Fragment(with_counter(record.body, "dispute_count", record.dispute_count))
+    return orjson.Fragment(record.body)
 
 
 def respond(request: Request, key: str, build: Any) -> HttpResponseBase:
@@ -171,14 +164,14 @@ class BountyViewSet(RecordViewSet):
     filterset_class = BountyFilterSet
 
     def record_body(self, deployment: Deployment, record_id: int) -> Any:
-        return serialize("bounties", self.found(bounty_get(deployment, record_id), record_id), deployment)
+        return stored(self.found(bounty_get(deployment, record_id), record_id))
 
     def overview_body(self, deployment: Deployment, record_id: int) -> Any:
         overview = self.found(bounty_overview(deployment, record_id), record_id)
         return {
-            "bounty": serialize("bounties", overview.record, deployment, with_count=True),
-            "submissions": [serialize("submissions", s, deployment, with_count=True) for s in overview.submissions],
-            "disputes": [serialize("disputes", d, deployment) for d in overview.disputes],
+            "bounty": stored(overview.record, with_count=True),
+            "submissions": [stored(s, with_count=True) for s in overview.submissions],
+            "disputes": [stored(d) for d in overview.disputes],
         }
 
 
@@ -190,14 +183,14 @@ class SubmissionViewSet(RecordViewSet):
     filterset_class = SubmissionFilterSet
 
     def record_body(self, deployment: Deployment, record_id: int) -> Any:
-        return serialize("submissions", self.found(submission_get(deployment, record_id), record_id), deployment)
+        return stored(self.found(submission_get(deployment, record_id), record_id))
 
     def overview_body(self, deployment: Deployment, record_id: int) -> Any:
         overview = self.found(submission_overview(deployment, record_id), record_id)
         return {
-            "submission": serialize("submissions", overview.record, deployment, with_count=True),
-            "bounty": _optional("bounties", overview.bounty, deployment),
-            "disputes": [serialize("disputes", d, deployment) for d in overview.disputes],
+            "submission": stored(overview.record, with_count=True),
+            "bounty": _optional(overview.bounty),
+            "disputes": [stored(d) for d in overview.disputes],
         }
 
 
@@ -209,21 +202,21 @@ class DisputeViewSet(RecordViewSet):
     filterset_class = DisputeFilterSet
 
     def record_body(self, deployment: Deployment, record_id: int) -> Any:
-        return serialize("disputes", self.found(dispute_get(deployment, record_id), record_id), deployment)
+        return stored(self.found(dispute_get(deployment, record_id), record_id))
 
     def overview_body(self, deployment: Deployment, record_id: int) -> Any:
         overview = self.found(dispute_overview(deployment, record_id), record_id)
         return {
-            "dispute": serialize("disputes", overview.record, deployment),
-            "submission": _optional("submissions", overview.submission, deployment),
-            "bounty": _optional("bounties", overview.bounty, deployment),
-            "sibling_disputes": [serialize("disputes", d, deployment) for d in overview.disputes],
+            "dispute": stored(overview.record),
+            "submission": _optional(overview.submission),
+            "bounty": _optional(overview.bounty),
+            "sibling_disputes": [stored(d) for d in overview.disputes],
         }
 
 
-def _optional(resource: Resource, record: Bounty | Submission | None, deployment: Deployment) -> Any:
+def _optional(record: Bounty | Submission | None) -> orjson.Fragment | None:
     """A parent in an overview (with its count), or None if the mirror lacks it."""
-    return None if record is None else serialize(resource, record, deployment, with_count=True)
+    return None if record is None else stored(record, with_count=True)
 
 
 @extend_schema_view(get=extend_schema(operation_id="health", summary="Service status and indexer flags",
