@@ -2,13 +2,15 @@
 
 It links the read API, the websocket feed, the API's docs, the moderators' admin and /health:
 as JSON by default and for `Accept: application/json`, as a small HTML page for browsers (which
-ask for text/html). It reads no records and is not part of the documented read API.
+ask for text/html). In development (DEBUG on) it also links the example front end that
+`scripts/dev` serves at /example/. It reads no records and is not part of the documented read API.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from drf_spectacular.utils import extend_schema
 from rest_framework.renderers import TemplateHTMLRenderer
 from rest_framework.request import Request
@@ -28,7 +30,7 @@ def service_links(request: Request) -> dict[str, Any]:
     for many, one in (("bounties", "bounty"), ("submissions", "submission"), ("disputes", "dispute")):
         listed = absolute(f"/{many}")
         api |= {many: listed, one: f"{listed}/{{id}}", f"{one}_overview": f"{listed}/{{id}}/overview"}
-    return {
+    links: dict[str, Any] = {
         "service": SERVICE_NAME,
         "version": SERVICE_VERSION,
         "api": api,
@@ -40,6 +42,9 @@ def service_links(request: Request) -> dict[str, Any]:
         },
         "admin": absolute("/admin/"),
     }
+    if settings.DEBUG:  # bountysite/urls.py serves it in development only
+        links["example"] = absolute("/example/")
+    return links
 
 
 @extend_schema(exclude=True)

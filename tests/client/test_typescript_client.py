@@ -8,14 +8,17 @@ import os
 import subprocess
 from pathlib import Path
 
+from tests.client.typescript_build import exclusive_build
+
 CLIENT = Path(__file__).resolve().parents[2] / "clients" / "typescript"
 
 
 def test_the_typescript_client_builds_and_passes_its_tests() -> None:
     # Its service is the embedded default (scripts/dev), whatever database this run uses.
     env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}}
-    result = subprocess.run(["npm", "test", "--silent"], cwd=CLIENT, env=env, capture_output=True, text=True,
-                            timeout=600)
+    with exclusive_build():
+        result = subprocess.run(["npm", "test", "--silent"], cwd=CLIENT, env=env, capture_output=True, text=True,
+                                timeout=600)
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-20_000:]
     assert "# fail 0" in output and "# pass " in output, output[-5_000:]

@@ -22,6 +22,8 @@ export {
   ResponseError,
 } from "./read.js";
 export type { ActiveDeployment, ByBounty, ListOptions, PageOptions, ReadClient, ReadClientOptions } from "./read.js";
+export { connectWallet, WalletError } from "./wallet.js";
+export type { Eip1193Provider, TransactionReceipt, Wallet, WalletErrorReason, WalletOptions } from "./wallet.js";
 export { eventsUrl, watchEvents } from "./events.js";
 export type { LiveEvent, LiveType, Snapshot, Watch, WatchHandlers, WatchOptions, WebSocketConstructor, WebSocketLike } from "./events.js";
 export type * from "./records.js";
