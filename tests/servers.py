@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 from django.db import connection
 
 from contracts.devchain import free_port
@@ -79,3 +83,41 @@ def wait_for_line(process: subprocess.Popen[str], needle: str, timeout: float = 
             return lines
     process.kill()
     raise AssertionError(f"{needle!r} never printed; output:\n" + "\n".join(lines))
+
+
+@dataclass(frozen=True)
+class DevService:
+    url: str  # the web server
+    rpc_url: str  # the dev chain's JSON-RPC
+
+
+@contextmanager
+def start_dev_service(state: Path) -> Iterator[DevService]:
+    """`scripts/dev --fresh` on ports of its own, with its state in `state`, on its embedded
+    default (SQLite in the state folder, the in-memory channel layer) whatever database this test
+    run uses; yielded once its indexer has caught up with the demo data."""
+    port, chain_port = free_port(), free_port()
+    log = state / "dev.log"
+    env = {name: value for name, value in os.environ.items()
+           if not name.startswith(("DEV_", "BOUNTY_")) and name not in {"DATABASE_URL", "REDIS_URL"}}
+    with log.open("wb") as output:
+        process = subprocess.Popen(
+            ["scripts/dev", "--port", str(port), "--chain-port", str(chain_port), "--state-dir", str(state), "--fresh"],
+            cwd=PROJECT_DIR, env=env, stdout=output, stderr=subprocess.STDOUT, start_new_session=True)
+    service = DevService(f"http://127.0.0.1:{port}", f"http://127.0.0.1:{chain_port}")
+    try:
+        deadline = time.monotonic() + 240
+        while f"dev: serving {service.url}/" not in log.read_text(errors="replace"):
+            assert process.poll() is None and time.monotonic() < deadline, log.read_text(errors="replace")
+            time.sleep(0.2)
+        while httpx.get(f"{service.url}/health").json()["status"] != "ok":
+            assert time.monotonic() < deadline, "the indexer did not catch up"
+            time.sleep(0.2)
+        yield service
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)  # scripts/dev stops its children
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()

@@ -10,13 +10,10 @@ accounts: the same steps as a front end, with the user's wallet stood in for.
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -25,21 +22,14 @@ import httpx
 import pytest
 from playwright.sync_api import Browser, Page
 
-from contracts.devchain import free_port
 from tests.client.typescript_build import exclusive_build
-from tests.servers import PROJECT_DIR
+from tests.servers import PROJECT_DIR, DevService, start_dev_service
 
 CLIENT = PROJECT_DIR / "clients" / "typescript"
 BUNDLE = CLIENT / "build" / "browser" / "bounty-client.js"
 PAGE = Path(__file__).resolve().parent / "browser_page"
 POSTER = 8  # a dev account the demo activity leaves alone, with test USDC (as in test/service.test.ts)
 SECONDS = 1000  # Playwright counts in milliseconds
-
-
-@dataclass(frozen=True)
-class DevService:
-    api: str
-    rpc_url: str
 
 
 @pytest.fixture(scope="module")
@@ -54,34 +44,8 @@ def bundle() -> Path:
 @pytest.fixture(scope="module")
 def dev_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevService]:
     """`scripts/dev` on ports of its own: anvil with demo data, the indexer, the web server."""
-    port, chain_port = free_port(), free_port()
-    state = tmp_path_factory.mktemp("dev-state")
-    log = state / "dev.log"
-    # Its embedded default (SQLite in the state folder, the in-memory channel layer), whatever
-    # database this run uses.
-    env = {k: v for k, v in os.environ.items()
-           if k not in {"DATABASE_URL", "REDIS_URL", "DEV_PORT", "DEV_CHAIN_PORT", "DEV_STATE_DIR"}}
-    with log.open("wb") as output:
-        process = subprocess.Popen(
-            ["scripts/dev", "--port", str(port), "--chain-port", str(chain_port), "--state-dir", str(state), "--fresh"],
-            cwd=PROJECT_DIR, env=env, stdout=output, stderr=subprocess.STDOUT, start_new_session=True)
-    service = DevService(f"http://127.0.0.1:{port}", f"http://127.0.0.1:{chain_port}")
-    try:
-        deadline = time.monotonic() + 240
-        while f"dev: serving {service.api}/" not in log.read_text(errors="replace"):
-            assert process.poll() is None and time.monotonic() < deadline, log.read_text(errors="replace")
-            time.sleep(0.2)
-        while httpx.get(f"{service.api}/health").json()["status"] != "ok":
-            assert time.monotonic() < deadline, "the indexer did not catch up"
-            time.sleep(0.2)
+    with start_dev_service(tmp_path_factory.mktemp("dev-state")) as service:
         yield service
-    finally:
-        os.killpg(process.pid, signal.SIGTERM)  # scripts/dev stops its children
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
 
 
 @pytest.fixture(scope="module")
@@ -131,17 +95,17 @@ def page(browser: Browser, front_end: str) -> Iterator[Page]:
 
 
 def test_the_read_client_reads_qualified_pages_and_a_404_across_origins(page: Page, dev_service: DevService) -> None:
-    seen = page.evaluate("api => bountyPage.readTheService(api)", dev_service.api)
-    assert seen["origin"] != dev_service.api  # a cross-origin page
+    seen = page.evaluate("api => bountyPage.readTheService(api)", dev_service.url)
+    assert seen["origin"] != dev_service.url  # a cross-origin page
 
-    deployment = httpx.get(f"{dev_service.api}/health").json()["deployment"]
+    deployment = httpx.get(f"{dev_service.url}/health").json()["deployment"]
     assert seen["deployment"] == {"chainId": deployment["chain_id"], "contractAddress": deployment["contract_address"],
                                   "usdcAddress": deployment["usdc_address"]}
     qualifier = f"chain_id={deployment['chain_id']}&contract_address={deployment['contract_address']}"
-    assert seen["urls"][0] == f"{dev_service.api}/health"
-    assert all(url.startswith(f"{dev_service.api}/bounties?{qualifier}&") for url in seen["urls"][1:-1]), seen["urls"]
-    assert seen["urls"][-1] == f"{dev_service.api}/bounties/999999?{qualifier}"
-    assert seen["urls"].count(f"{dev_service.api}/health") == 1
+    assert seen["urls"][0] == f"{dev_service.url}/health"
+    assert all(url.startswith(f"{dev_service.url}/bounties?{qualifier}&") for url in seen["urls"][1:-1]), seen["urls"]
+    assert seen["urls"][-1] == f"{dev_service.url}/bounties/999999?{qualifier}"
+    assert seen["urls"].count(f"{dev_service.url}/health") == 1
     active = {"chainId": deployment["chain_id"], "contractAddress": deployment["contract_address"]}
     assert all(record == active for record in seen["deployments"])
 
@@ -155,7 +119,7 @@ def test_the_read_client_reads_qualified_pages_and_a_404_across_origins(page: Pa
 
 def test_a_bounty_posted_through_an_injected_wallet_arrives_live_and_after_a_reconnect(
         page: Page, dev_service: DevService) -> None:
-    api = dev_service.api
+    api = dev_service.url
     page.evaluate("([rpc, account]) => bountyPage.installWallet(rpc, account)", [dev_service.rpc_url, POSTER])
     page.evaluate("api => bountyPage.startWatching(api)", api)
     page.wait_for_function("() => watched.snapshots.length === 1", timeout=30 * SECONDS)
@@ -211,8 +175,8 @@ def test_a_bounty_posted_through_an_injected_wallet_arrives_live_and_after_a_rec
 
 
 def test_wallet_errors_say_what_the_page_should_do(page: Page, dev_service: DevService) -> None:
-    errors = page.evaluate("([api, rpc]) => bountyPage.walletErrors(api, rpc)", [dev_service.api, dev_service.rpc_url])
-    chain_id = httpx.get(f"{dev_service.api}/health").json()["deployment"]["chain_id"]
+    errors = page.evaluate("([api, rpc]) => bountyPage.walletErrors(api, rpc)", [dev_service.url, dev_service.rpc_url])
+    chain_id = httpx.get(f"{dev_service.url}/health").json()["deployment"]["chain_id"]
     assert errors["rejected"] == {"isWalletError": True, "name": "WalletError", "reason": "rejected", "code": 4001,
                                   "message": "the user rejected the request (eth_sendTransaction)"}
     assert errors["wrongChain"] == {"isWalletError": True, "name": "WalletError", "reason": "wrong-chain", "code": None,

@@ -14,21 +14,15 @@ Screenshots at 1280 and 390 px wide go to the test's temporary folder and to /tm
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import signal
-import subprocess
-import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 import pytest
 from playwright.sync_api import Browser, Locator, Page, expect
 
-from contracts.devchain import free_port
-from tests.servers import PROJECT_DIR
+from tests.servers import DevService, start_dev_service
 
 SHOTS = Path("/tmp/example-shots")
 SECONDS = 1000  # Playwright counts in milliseconds
@@ -76,42 +70,11 @@ OpenBoard = Callable[..., Page]
 Shot = Callable[[Page, str], None]
 
 
-@dataclass(frozen=True)
-class DevService:
-    url: str
-    rpc_url: str
-
-
 @pytest.fixture(scope="module")
 def dev_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevService]:
-    """`scripts/dev --fresh` on ports of its own, on its embedded default (SQLite in its state
-    folder, the in-memory channel layer) whatever database this test run uses."""
-    port, chain_port = free_port(), free_port()
-    state = tmp_path_factory.mktemp("dev-state")
-    log = state / "dev.log"
-    env = {name: value for name, value in os.environ.items()
-           if not name.startswith(("DEV_", "BOUNTY_")) and name not in {"DATABASE_URL", "REDIS_URL"}}
-    with log.open("wb") as output:
-        process = subprocess.Popen(
-            ["scripts/dev", "--port", str(port), "--chain-port", str(chain_port), "--state-dir", str(state), "--fresh"],
-            cwd=PROJECT_DIR, env=env, stdout=output, stderr=subprocess.STDOUT, start_new_session=True)
-    service = DevService(f"http://127.0.0.1:{port}", f"http://127.0.0.1:{chain_port}")
-    try:
-        deadline = time.monotonic() + 240
-        while f"dev: serving {service.url}/" not in log.read_text(errors="replace"):
-            assert process.poll() is None and time.monotonic() < deadline, log.read_text(errors="replace")
-            time.sleep(0.2)
-        while httpx.get(f"{service.url}/health").json()["status"] != "ok":
-            assert time.monotonic() < deadline, "the indexer did not catch up"
-            time.sleep(0.2)
+    """`scripts/dev` on ports of its own: anvil with demo data, the indexer, the web server."""
+    with start_dev_service(tmp_path_factory.mktemp("dev-state")) as service:
         yield service
-    finally:
-        os.killpg(process.pid, signal.SIGTERM)  # scripts/dev stops its children
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
 
 
 @pytest.fixture
