@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 from functools import lru_cache
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import django_filters
 from django import forms
@@ -153,10 +153,8 @@ def qualified_deployment(params: QueryDict) -> Deployment:
     if not has_chain:
         deployment = active_deployment()
     else:
-        qualifiers = RecordFilterSet(params, queryset=Deployment.objects.none())
-        if not qualifiers.is_valid():
-            raise ParseError(qualifiers.error())
-        chain_id, address = qualifiers.form.cleaned_data["chain_id"], qualifiers.form.cleaned_data["contract_address"]
+        cleaned, _ = validated_filters(RecordFilterSet, params)
+        chain_id, address = cleaned["chain_id"], cleaned["contract_address"]
         deployment = None if chain_id > BIGINT_MAX else deployment_get(chain_id, address)
     if deployment is None:
         raise NoSuchDeployment
@@ -208,18 +206,29 @@ Validated = tuple[tuple[tuple[str, Any], ...], tuple[tuple[str, Any], ...]] | st
 
 
 @lru_cache(maxsize=4096)
-def _validated(filterset_class: type[RecordFilterSet], sent: tuple[tuple[str, tuple[str, ...]], ...]) -> Validated:
-    """The FilterSet's verdict on the filter parameters sent: (its cleaned values, its lookups), or
-    the 400's message. Remembered per set of values: a FilterSet builds a form class and copies its
-    filters on every instance, which was a third of a cached page's time, and clients repeat the
-    same filters."""
+def _validated(filterset_class: Any, sent: tuple[tuple[str, tuple[str, ...]], ...]) -> Validated:
+    """The verdict of `filterset_class` (a RecordFilterSet) on the filter parameters sent: (its
+    cleaned values, its lookups), or the 400's message. Remembered per set of values: a FilterSet
+    builds a form class and copies its filters on every instance, which was a third of a cached
+    page's time, and clients repeat the same filters."""
     data = QueryDict(mutable=True)
     for name, values in sent:
         data.setlist(name, list(values))
-    filterset = filterset_class(data)
+    filterset: RecordFilterSet = filterset_class(data, queryset=Deployment.objects.none())  # no queryset is read
     if not filterset.is_valid():
         return filterset.error()
     return tuple(filterset.form.cleaned_data.items()), filterset.lookups()
+
+
+def validated_filters(filterset_class: type[RecordFilterSet],
+                      params: QueryDict) -> tuple[dict[str, Any], tuple[tuple[str, Any], ...]]:
+    """The FilterSet's cleaned values and record lookups for the request's parameters; a 400
+    naming the first malformed one."""
+    sent = tuple((name, tuple(params.getlist(name))) for name in filterset_class.base_filters if name in params)
+    valid = _validated(cast(Any, filterset_class), sent)  # a class is hashable; mypy thinks not
+    if isinstance(valid, str):
+        raise ParseError(valid)
+    return dict(valid[0]), valid[1]
 
 
 class RecordFilterBackend(BaseFilterBackend):
@@ -233,11 +242,7 @@ class RecordFilterBackend(BaseFilterBackend):
         if "contract_address" in params and "chain_id" not in params:
             raise ParseError("contract_address must be sent together with chain_id")
         filterset_class: type[RecordFilterSet] = view.filterset_class
-        sent = tuple((name, tuple(params.getlist(name))) for name in filterset_class.base_filters if name in params)
-        valid = _validated(view.filterset_class, sent)
-        if isinstance(valid, str):
-            raise ParseError(valid)
-        cleaned, lookups = dict(valid[0]), valid[1]
+        cleaned, lookups = validated_filters(filterset_class, params)
         chain_id, address = cleaned.get("chain_id"), cleaned.get("contract_address")
         deployments = DeploymentFilter(chain_id=chain_id, contract_address=address)
         beyond = [value for _, value in lookups if isinstance(value, int) and not isinstance(value, bool)]

@@ -6,9 +6,8 @@ the answers to the page; the websocket, which CORS does not govern, stays open t
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import pytest
@@ -17,7 +16,7 @@ from playwright.sync_api import Browser, Error, Page
 from records.models import Deployment
 from tests.api.test_cors import start
 from tests.factories import make_bounty
-from tests.servers import Server, stop
+from tests.servers import Server, origin, stop
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -72,12 +71,8 @@ class FrontEnd(BaseHTTPRequestHandler):
 @pytest.fixture
 def front_end() -> Iterator[str]:
     """The page's origin: a web server of its own on another loopback port."""
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), FrontEnd)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
-    httpd.server_close()
+    with origin(FrontEnd) as url:
+        yield url
 
 
 @pytest.fixture

@@ -11,10 +11,9 @@ accounts: the same steps as a front end, with the user's wallet stood in for.
 from __future__ import annotations
 
 import subprocess
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +22,7 @@ import pytest
 from playwright.sync_api import Browser, Page
 
 from tests.client.typescript_build import exclusive_build
-from tests.servers import PROJECT_DIR, DevService, start_dev_service
+from tests.servers import PROJECT_DIR, DevService, origin, start_dev_service
 
 CLIENT = PROJECT_DIR / "clients" / "typescript"
 BUNDLE = CLIENT / "build" / "browser" / "bounty-client.js"
@@ -72,12 +71,8 @@ def front_end(bundle: Path) -> Iterator[str]:
         def log_message(self, format: str, *args: Any) -> None:
             pass
 
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), StaticFiles)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
-    httpd.server_close()
+    with origin(StaticFiles) as url:
+        yield url
 
 
 @pytest.fixture
