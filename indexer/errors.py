@@ -29,6 +29,11 @@ class ReorgTooDeep(IndexerError):
     pass
 
 
+class InconsistentChain(IndexerError):
+    """An event refers to a record the mirror lacks (or re-creates one it has): the mirror began
+    after the contract's deployment, or a log was lost on the way."""
+
+
 class ChainChanged(Exception):
     """Blocks changed while the indexer read them (a reorganisation under way)."""
 
@@ -57,15 +62,30 @@ class TransientRpcError(_Picklable):
         self.kind = kind
 
 
+class NodeBehind(TransientRpcError):
+    """The node has not seen the block asked for yet: one backend of a load balancer that lags
+    behind the others ("block is out of range", "unknown block", "header not found"). Retried
+    later, the same request; never a reason to shrink a range or to think the chain changed."""
+
+    def __init__(self, message: str, *, retry_after: float | None = None, kind: str = "node_behind") -> None:
+        super().__init__(message, retry_after=retry_after, kind=kind)
+
+
 class RangeTooLarge(RpcError):
-    """The node refused a getLogs range: too many blocks or too many results."""
+    """The node refused a getLogs range: too many blocks or too many results (indexer.refusals
+    tells the kinds apart: `refusal`). `cap` is the blocks a range may span where the node names
+    it; `first`..`last` a range it says would work."""
 
     kind = "range_limit"
 
-    def __init__(self, message: str, *, max_span: int | None, suggested_to: int | None, **kwargs: Any) -> None:
+    def __init__(self, message: str, *, refusal: str, provider: str = "any", cap: int | None = None,
+                 first: int | None = None, last: int | None = None, **kwargs: Any) -> None:
         super().__init__(message, **kwargs)
-        self.max_span = max_span
-        self.suggested_to = suggested_to
+        self.refusal = refusal
+        self.provider = provider
+        self.cap = cap
+        self.first = first
+        self.last = last
 
 
 class BatchTooLarge(RpcError):

@@ -22,31 +22,45 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from indexer.errors import ChainChanged, IndexerError, RangeTooLarge, Stopped
+from indexer.errors import BatchTooLarge, ChainChanged, IndexerError, RangeTooLarge, RetriesExhausted, RpcError, Stopped
 from indexer.events import RECORD_EVENT_TOPICS, RecordEvent, UndecodableLog, decode_log
-from indexer.rpc import RpcClient, RpcCounts
+from indexer.refusals import RefusalKind
+from indexer.rpc import RpcClient, RpcCounts, is_not_served
 
 logger = logging.getLogger(__name__)
 
 Logs = list[dict[str, Any]]
 QUIET_BATCH_SECONDS = 1.0  # at most this long between the commits of a stretch without events
 _WAIT_STEP = 0.1  # seconds between looks at `stop` while waiting for a range
+PROBE_EVERY = 256  # ranges answered between two probes past a ceiling that a refusal left
 
 
 @dataclass
 class LogFetcher:
-    """eth_getLogs over block ranges that adapt to the node: grow on success, split on refusal."""
+    """eth_getLogs over block ranges that adapt to the node: they grow while ranges hold few logs
+    and keep to what the node's refusals teach (indexer.refusals): a cap the node names is never
+    asked past again; a range it suggests is asked once, and its size, or half the refused one,
+    becomes the ceiling, which a range probes upwards only once every PROBE_EVERY ranges. A node
+    behind the blocks asked for is asked again, the same range. A refusal nobody recognises is
+    halved too; only a node that does not serve eth_getLogs, or refuses a single block, stops the
+    indexer."""
 
     rpc: RpcClient
     address: str
     span: int = 2_000
-    max_span: int = 50_000
+    max_span: int = 50_000  # the node's cap, as configured (BOUNTY_GETLOGS_MAX_BLOCKS) or named by the node
     target_logs: int = 4_000  # a range with more logs than this makes the next one shorter (the batch size)
+    ceiling: int | None = None  # the largest span that a refusal without a cap left (None: none yet)
+    refused: int | None = None  # the smallest span refused
+    _since_refusal: int = 0  # ranges answered since the last refusal or probe
+    _probing: int | None = None  # the ceiling before a probe past it
 
     def fetch(self, start: int, end: int) -> tuple[int, list[dict[str, Any]]]:
         """Logs of the record events in [start, to] for some start <= to <= end; returns (to, logs)."""
+        suggested: int | None = None  # a range end the node suggested, asked once
         while True:
-            to = min(end, start + self.span - 1)
+            to = min(end, start + self._span() - 1) if suggested is None else min(end, suggested)
+            suggested = None
             try:
                 logs: list[dict[str, Any]] = self.rpc.call(
                     "eth_getLogs",
@@ -54,20 +68,15 @@ class LogFetcher:
                       "topics": [RECORD_EVENT_TOPICS]}],
                 )
             except RangeTooLarge as exc:
-                if to == start:
-                    raise IndexerError(
-                        f"the node refuses eth_getLogs even for the single block {start}: {exc}"
-                    ) from exc
-                allowed = to - start  # at least halve... unless the node says better
-                if exc.suggested_to is not None and start <= exc.suggested_to < to:
-                    allowed = exc.suggested_to - start + 1
-                elif exc.max_span is not None and exc.max_span < to - start + 1:
-                    allowed = exc.max_span
-                    self.max_span = min(self.max_span, exc.max_span)  # the node's limit: never grow past it
-                else:
-                    allowed = max(1, (to - start + 1) // 2)
-                logger.info("node refused blocks %d-%d (%s); trying %d blocks", start, to, exc, allowed)
-                self.span = max(1, allowed)
+                suggested = self._refused(start, to, exc)
+                continue
+            except (RetriesExhausted, BatchTooLarge):
+                raise
+            except RpcError as exc:
+                if is_not_served(exc):
+                    raise IndexerError(f"the node at {self.rpc.node} cannot serve eth_getLogs: {exc}") from exc
+                self._refused(start, to, RangeTooLarge(str(exc), refusal=RefusalKind.TOO_MUCH, provider="unknown",
+                                                       code=exc.code, data=exc.data))
                 continue
             if not isinstance(logs, list):
                 raise IndexerError(f"eth_getLogs answered {type(logs).__name__}, not a list")
@@ -76,12 +85,58 @@ class LogFetcher:
                 if block is not None and not start <= block <= to:
                     raise IndexerError(f"the node at {self.rpc.node} answered eth_getLogs for blocks {start}-{to} "
                                        f"with a log of block {block}: {log}")
-            if len(logs) > self.target_logs:
-                self.span = max(1, (to - start + 1) * self.target_logs // len(logs))
-            elif to - start + 1 >= self.span and len(logs) < self.target_logs // 2:
-                self.span = min(self.max_span, self.span * 2)
+            self._answered(to - start + 1, len(logs))
             return to, logs
 
+    def _span(self) -> int:
+        limit = self.max_span if self.ceiling is None else min(self.max_span, self.ceiling)
+        return max(1, min(self.span, limit))
+
+    def _answered(self, size: int, logs: int) -> None:
+        """A range of `size` blocks held `logs` logs: the span for the next ones."""
+        self._since_refusal += 1
+        if self._probing is not None and size > self._probing:  # the probe held: the ceiling stays raised
+            self._probing = None
+        if logs > self.target_logs:
+            self.span = max(1, size * self.target_logs // logs)
+            return
+        if size >= self.span and logs < self.target_logs // 2:
+            self.span = min(self.max_span, self.span * 2)
+        ceiling, refused = self.ceiling, self.refused
+        if (ceiling is not None and size >= ceiling and self._since_refusal >= PROBE_EVERY
+                and logs < self.target_logs // 2 and (refused is None or ceiling < refused - 1)):
+            self._since_refusal = 0  # the next range probes past the ceiling, once
+            self._probing = ceiling
+            self.ceiling = min(ceiling * 2, self.max_span, refused - 1 if refused is not None else ceiling * 2)
+            self.span = max(self.span, self.ceiling)
+
+    def _refused(self, start: int, to: int, exc: RangeTooLarge) -> int | None:
+        """Learns from a refusal of [start, to]; the end of a range the node suggests, to ask once."""
+        size = to - start + 1
+        if size == 1:
+            raise IndexerError(f"the node at {self.rpc.node} refuses eth_getLogs even for the single block "
+                               f"{start}: {exc}")
+        self._since_refusal = 0
+        if self._probing is not None and size > self._probing:  # a probe refused: back to the ceiling before it
+            self.ceiling = self.span = self._probing
+            self._probing = None
+            self.refused = size if self.refused is None else min(self.refused, size)
+            return None
+        suggested = exc.last if exc.last is not None and start <= exc.last < to else None
+        if exc.refusal == RefusalKind.CAP and exc.cap is not None and exc.cap < size:
+            self.max_span = min(self.max_span, exc.cap)  # the node's cap: never asked past again
+            allowed = exc.cap
+        elif suggested is not None:
+            allowed = suggested - start + 1
+        else:
+            allowed = max(1, size // 2)
+        self.span = allowed
+        if not (exc.refusal == RefusalKind.CAP and exc.cap is not None):
+            self.refused = size if self.refused is None else min(self.refused, size)
+            self.ceiling = allowed if self.ceiling is None else min(self.ceiling, allowed)
+        logger.info("the node at %s refused blocks %d-%d (%s: %s); asking %d blocks", self.rpc.node, start, to,
+                    exc.provider, exc.refusal, allowed)
+        return suggested
 
     def fetch_all(self, start: int, end: int, abandoned: threading.Event | None = None) -> FetchedRange:
         """Every log of the record events in [start, end], in as many requests as the node needs;

@@ -38,6 +38,7 @@ import orjson
 
 from indexer.errors import (
     BatchTooLarge,
+    NodeBehind,
     RangeTooLarge,
     RetriesExhausted,
     RpcError,
@@ -45,14 +46,16 @@ from indexer.errors import (
     TransientRpcError,
 )
 from indexer.pacing import Pacer, Ticket
+from indexer.refusals import RefusalKind, read_refusal
 
-__all__ = ["BatchTooLarge", "RangeTooLarge", "RetriesExhausted", "RpcError", "Stopped", "TransientRpcError"]
+__all__ = ["BatchTooLarge", "NodeBehind", "RangeTooLarge", "RetriesExhausted", "RpcError", "Stopped",
+           "TransientRpcError"]
 
 logger = logging.getLogger(__name__)
 
 
 # The kinds of failure the metrics count (bounty_indexer_rpc_errors_total{kind}).
-ERROR_KINDS = ("timeout", "rate_limited", "server_error", "range_limit", "batch_limit", "other")
+ERROR_KINDS = ("timeout", "rate_limited", "server_error", "node_behind", "range_limit", "batch_limit", "other")
 
 
 _answer_awaited = False  # the main thread waits for the node's answer (see interrupt_wait)
@@ -101,12 +104,6 @@ class RpcTally:
         return taken
 
 
-_RANGE_HINTS = re.compile(
-    r"block range|range (?:is )?too (?:large|wide|big)|too many (?:results|logs|blocks)|returned more than|"
-    r"response size|max(?:imum)? results|exceeds? max|range limit|limited to a|query timeout|limit exceeded|"
-    r"exceeds? (?:the )?limit",
-    re.IGNORECASE,
-)
 _BATCH_HINTS = re.compile(
     r"batch.*(?:limit|exceed|too (?:large|big|many)|not (?:supported|allowed|permitted)|max|disabled)|"
     r"(?:limit|exceed|too (?:large|big|many)|maximum|max).*batch",
@@ -114,17 +111,11 @@ _BATCH_HINTS = re.compile(
 )
 _BATCH_LIMIT = re.compile(r"(?:limit|maximum|max)(?: size)?(?: of| is|:)?\s*(\d+)", re.IGNORECASE)
 _NO_BATCHES = re.compile(r"not (?:supported|allowed|permitted)|disabled", re.IGNORECASE)
-_TRANSIENT_HINTS = re.compile(
-    r"rate limit|too many requests|try again|temporarily|timeout|timed out|header not found|busy|overload",
-    re.IGNORECASE,
-)
-_LIMIT_OF = re.compile(r"limit of\s*(\d[\d,_]*)\s*(k)?", re.IGNORECASE)  # Infura: "range N exceeds limit of M"
-_SUGGESTED_RANGE = re.compile(r"\[\s*(0x[0-9a-fA-F]+|\d+)\s*,\s*(0x[0-9a-fA-F]+|\d+)\s*\]")
-_SPAN = re.compile(
-    r"(?:range(?: limit)?|limited to an?|up to an?|maximum block range:?|max(?:imum)? range:?)\s*(?:of\s*)?"
-    r"\(?(\d[\d,_]*)\s*(k)?\)?",
-    re.IGNORECASE,
-)
+_RATE_LIMITED = re.compile(r"rate limit|too many requests", re.IGNORECASE)
+_TRANSIENT_HINTS = re.compile(r"rate limit|too many requests|try again|temporarily|timeout|timed out|busy|overload",
+                              re.IGNORECASE)
+_NOT_SERVED = re.compile(r"method not found|does not exist|is not available|not supported|unsupported method",
+                         re.IGNORECASE)
 
 
 # Path segments that name a route, not a key: "rpc", "v2", "eth", "mainnet".
@@ -149,38 +140,37 @@ def redact_url(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, path, query, ""))
 
 
-def _number(text: str) -> int:
-    return int(text, 16) if text.lower().startswith("0x") else int(text.replace(",", "").replace("_", ""))
-
-
-def classify_error(error: dict[str, Any]) -> Exception:
-    """The exception a JSON-RPC error object stands for."""
+def classify_error(error: dict[str, Any], method: str | None = None) -> Exception:
+    """The exception a JSON-RPC error object stands for, answering a call of `method` (None: not
+    known). Range refusals (indexer.refusals) are read for eth_getLogs only; a node that lags
+    behind the block asked for (NodeBehind) for any method."""
     message = str(error.get("message", "unknown JSON-RPC error"))
     code = error.get("code")
     data = error.get("data")
-    detail = f"{message} {json.dumps(data) if data is not None else ''}"
     if _BATCH_HINTS.search(message):
         if _NO_BATCHES.search(message):
             return BatchTooLarge(f"the node serves no batches: {message}", max_size=1, code=code, data=data)
         limit = _BATCH_LIMIT.search(message)
         return BatchTooLarge(f"the node refused a batch: {message}", max_size=int(limit.group(1)) if limit else None,
                              code=code, data=data)
-    if _RANGE_HINTS.search(detail) and not re.search(r"rate limit|too many requests", detail, re.IGNORECASE):
-        suggested_to: int | None = None
-        if isinstance(data, dict) and re.fullmatch(r"0x[0-9a-fA-F]+|\d+", str(data.get("to", ""))):
-            suggested_to = _number(str(data["to"]))
-        elif match := _SUGGESTED_RANGE.search(detail):
-            suggested_to = _number(match.group(2))
-        max_span: int | None = None
-        if match := _LIMIT_OF.search(detail) or _SPAN.search(detail):
-            max_span = _number(match.group(1)) * (1000 if match.group(2) else 1)
-        return RangeTooLarge(message, max_span=max_span, suggested_to=suggested_to, code=code, data=data)
-    if code == 429 or _TRANSIENT_HINTS.search(message):
-        limited = code == 429 or re.search(r"rate limit|too many requests", message, re.IGNORECASE)
+    limited = code == 429 or _RATE_LIMITED.search(message)
+    refusal = None if limited or code == -32601 else read_refusal(error)
+    if refusal is not None and refusal.kind == RefusalKind.NODE_BEHIND:
+        return NodeBehind(f"JSON-RPC error {code}: {message} (the node lags behind the block asked for)")
+    if refusal is not None and method in (None, "eth_getLogs"):
+        return RangeTooLarge(f"{message}{'' if data is None else ' ' + json.dumps(data)}", refusal=refusal.kind,
+                             provider=refusal.provider, cap=refusal.cap, first=refusal.first, last=refusal.last,
+                             code=code, data=data)
+    if limited or _TRANSIENT_HINTS.search(message):
         timeout = re.search(r"timeout|timed out", message, re.IGNORECASE)
         kind = "rate_limited" if limited else "timeout" if timeout else "server_error"
         return TransientRpcError(f"JSON-RPC error {code}: {message}", kind=kind)
     return RpcError(f"JSON-RPC error {code}: {message}", code=code, data=data)
+
+
+def is_not_served(error: RpcError) -> bool:
+    """Whether the node refused a call because it does not serve its method."""
+    return error.code == -32601 or bool(_NOT_SERVED.search(str(error)))
 
 
 MAX_BATCH = 200  # calls per request at most, unless the node or the budget admits fewer
@@ -261,20 +251,22 @@ class RpcClient:
         if self.stop.wait(0 if self._given_sleep is not None else seconds):
             raise Stopped("stopped while waiting to retry a request to the node")
 
-    def call(self, method: str, params: Sequence[Any]) -> Any:
+    def call(self, method: str, params: Sequence[Any], *, behind_retries: int | None = None) -> Any:
         """One JSON-RPC call; its result, or the classified exception."""
-        return self.batch([(method, params)])[0]
+        return self.batch([(method, params)], behind_retries=behind_retries)[0]
 
-    def batch(self, calls: Sequence[tuple[str, Sequence[Any]]]) -> list[Any]:
+    def batch(self, calls: Sequence[tuple[str, Sequence[Any]]], *, behind_retries: int | None = None) -> list[Any]:
         """Several calls, in as few requests as the node admits; results in the order of `calls`.
 
-        An error in any call raises its classified exception (after retries if transient)."""
+        An error in any call raises its classified exception (after retries if transient). A node
+        that lags behind the blocks asked for (NodeBehind) is asked again for as long as the
+        indexer runs, or `behind_retries` times (0: the caller waits its own way)."""
         results: list[Any] = []
         start = 0
         while start < len(calls):
             size = min(self.max_batch, len(calls) - start)
             try:
-                results.extend(self._request(calls[start : start + size]))
+                results.extend(self._request(calls[start : start + size], behind_retries))
             except BatchTooLarge as refused:
                 if size == 1:
                     raise RpcError(f"the node at {self.node} refuses even a single call: {refused}") from refused
@@ -286,18 +278,23 @@ class RpcClient:
             start += size
         return results
 
-    def _request(self, calls: Sequence[tuple[str, Sequence[Any]]]) -> list[Any]:
+    def _request(self, calls: Sequence[tuple[str, Sequence[Any]]], behind_retries: int | None = None) -> list[Any]:
         """One request, retried while it fails transiently: for ever when the node limits the rate
-        (halving a batch that keeps meeting the limit), `backoff.attempts` times otherwise."""
-        retries = failures = limited = 0  # every retry (the backoff grows with them); others; rate limits in a row
-        while True:
+        (halving a batch that keeps meeting the limit) or lags behind (up to `behind_retries`
+        times when given), `backoff.attempts` times otherwise."""
+        retries = failures = limited = behind = 0  # every retry (the backoff grows with them); others;
+        while True:                                # rate limits in a row; answers of a node behind
             try:
                 return self._send(calls)
             except (TransientRpcError, RpcError) as exc:
                 self.tally.error(exc.kind)
                 if isinstance(exc, RpcError):
                     raise
-                if exc.kind == "rate_limited":
+                if isinstance(exc, NodeBehind):
+                    behind += 1
+                    if behind_retries is not None and behind > behind_retries:
+                        raise
+                elif exc.kind == "rate_limited":
                     limited += 1
                     if limited >= RATE_LIMITED_SPLIT and len(calls) > 1:
                         raise BatchTooLarge(f"{exc}, {limited} times in a row", max_size=len(calls) // 2) from exc
@@ -371,6 +368,7 @@ class RpcClient:
             for i, (method, params) in enumerate(calls)
         ]
         body = payload[0] if len(payload) == 1 else payload
+        method = calls[0][0] if all(name == calls[0][0] for name, _ in calls) else None  # for a whole-request error
         try:
             response = self._post(orjson.dumps(body))
         except httpx.TimeoutException as exc:
@@ -379,7 +377,8 @@ class RpcClient:
             raise TransientRpcError(f"connection failed: {type(exc).__name__}: {exc}") from exc
         if response.status_code == 429 or response.status_code >= 500:
             error = _json_rpc_error(response)
-            if error is not None and len(calls) > 1 and isinstance(refusal := classify_error(error), BatchTooLarge):
+            if error is not None and len(calls) > 1 and isinstance(refusal := classify_error(error, method),
+                                                                   BatchTooLarge):
                 raise refusal
             retry_after = response.headers.get("Retry-After")
             raise TransientRpcError(
@@ -392,7 +391,7 @@ class RpcClient:
             # with 400, QuickNode's with 413): an error in the body is classified as usual.
             error = _json_rpc_error(response)
             if error is not None:
-                raise classify_error(error)
+                raise classify_error(error, method)
             if response.status_code == 413 and len(calls) > 1:
                 raise BatchTooLarge(f"HTTP 413 for a batch of {len(calls)} calls", max_size=None)
             raise RpcError(f"HTTP {response.status_code} from the node at {self.node}: {response.text[:200]}")
@@ -404,11 +403,11 @@ class RpcClient:
             item = by_id.get(first_id + i)
             if item is None:
                 if len(answers) == 1 and isinstance(answers[0], dict) and "error" in answers[0]:
-                    raise classify_error(answers[0]["error"])
+                    raise classify_error(answers[0]["error"], method)
                 raise TransientRpcError(f"the answer lacks call {i} of {len(calls)} ({calls[i][0]}): "
                                         f"{len(answers)} answers came")
             if item.get("error") is not None:
-                raise classify_error(item["error"])
+                raise classify_error(item["error"], calls[i][0])
             if "result" not in item:
                 raise TransientRpcError(f"answer to {calls[i][0]} has neither result nor error")
             results.append(item["result"])

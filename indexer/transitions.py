@@ -34,6 +34,7 @@ from django.db.models.base import ModelState
 from django.db.models.signals import post_init, pre_init
 
 from indexer.bulk import RowStream, convert_rows, insert_rows, update_rows
+from indexer.errors import InconsistentChain
 from indexer.events import (
     BountyCreated,
     BountyFinalized,
@@ -92,10 +93,6 @@ _MODELS: dict[Kind, tuple[type[Any], str]] = {
     "bounty": (Bounty, "bounty_id"), "submission": (Submission, "submission_id"), "dispute": (Dispute, "dispute_id"),
 }
 _TABLES: dict[Kind, str] = {"bounty": "bounties", "submission": "submissions", "dispute": "disputes"}
-
-
-class InconsistentChain(RuntimeError):
-    """An event refers to a record the mirror lacks (or re-creates one it has)."""
 
 
 def chain_time(timestamp: int) -> datetime:

@@ -10,7 +10,9 @@ import pytest
 from indexer.errors import (
     BatchTooLarge,
     ChainChanged,
+    InconsistentChain,
     IndexerError,
+    NodeBehind,
     RangeTooLarge,
     ReorgTooDeep,
     RetriesExhausted,
@@ -26,7 +28,12 @@ EXAMPLES = [
     Stopped("stopped while waiting for the node's answer"),
     RpcError("JSON-RPC error -32602: invalid argument", code=-32602, data={"why": "hex"}),
     TransientRpcError("HTTP 429", retry_after=3.0, kind="rate_limited"),
-    RangeTooLarge("eth_getLogs is limited to a 50 block range", max_span=50, suggested_to=None, code=-32600),
+    RangeTooLarge("eth_getLogs is limited to a 50 block range", refusal="cap", provider="QuickNode", cap=50,
+                  code=-32600),
+    RangeTooLarge("query returned more than 10000 results", refusal="try_range", provider="Infura", first=16, last=20,
+                  code=-32005, data={"from": "0x10", "to": "0x14"}),
+    NodeBehind("JSON-RPC error -32019: block is out of range"),
+    InconsistentChain("submission 2 is not in the mirror"),
     BatchTooLarge("batch of 60 requests exceeds the limit of 10", max_size=10, code=-32600, data=None),
     RetriesExhausted("the node at http://node/v2/***: HTTP 503 (gave up after 8 attempts)"),
 ]

@@ -179,8 +179,8 @@ def test_a_malformed_log_does_not_decode(chain: Chain, tamper: Tamper) -> None:
 class MalformedCopies(RpcClient):
     """A node whose eth_getLogs answers also hold two malformed copies of each log."""
 
-    def call(self, method: str, params: Sequence[Any]) -> Any:
-        result = super().call(method, params)
+    def call(self, method: str, params: Sequence[Any], *, behind_retries: int | None = None) -> Any:
+        result = super().call(method, params, behind_retries=behind_retries)
         if method != "eth_getLogs":
             return result
         tampers = (MALFORMED["a-topic-missing"], MALFORMED["data-not-hex"])

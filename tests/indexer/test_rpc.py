@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+import indexer.fetch as fetch_module
 from indexer.errors import IndexerError
 from indexer.fetch import LogFetcher
 from indexer.pacing import Pacer
@@ -146,41 +147,12 @@ ALCHEMY_BLOCK_RANGE = {"code": -32600, "message": "You can make eth_getLogs requ
 MAXIMUM_BLOCK_RANGE = {"code": -32000, "message": "exceed maximum block range: 5"}
 
 
-@pytest.mark.parametrize(("error", "max_span", "suggested_to"), [
-    pytest.param(INFURA_RESULTS, None, 0x14, id="infura-more-than-10000-results"),
-    pytest.param(ALCHEMY_RESPONSE_SIZE, 2_000, 0x4A, id="alchemy-response-size"),
-    pytest.param(ALCHEMY_BLOCK_RANGE, 500, 0x1A30FF0, id="alchemy-block-range"),
-    pytest.param(MAXIMUM_BLOCK_RANGE, 5, None, id="exceed-maximum-block-range"),
-    pytest.param({"code": -32614, "message": "eth_getLogs is limited to a 10,000 range"}, 10_000, None,
-                 id="quicknode"),
-    pytest.param({"code": -32005, "message": "block range too large, max range: 1000"}, 1_000, None, id="erigon"),
-    pytest.param({"code": -32600, "message": "block range too high"}, None, None, id="candle"),
-    pytest.param({"code": -32000, "message": "block range is larger than max block range, block range = 5120, "
-                                             "max block range = 5000"}, None, None, id="morph"),
-    pytest.param({"code": -32000, "message": "block range is bigger than maxBlockRange"}, None, None, id="scroll"),
-    pytest.param({"code": -32000, "message": "query timeout exceeded"}, None, None, id="query-timeout"),
-])
-def test_range_refusals_carry_the_span_or_end_the_provider_names(error: dict[str, Any], max_span: int | None,
-                                                                  suggested_to: int | None) -> None:
-    exc = classify_error(error)
-    assert isinstance(exc, RangeTooLarge)
-    assert (exc.max_span, exc.suggested_to) == (max_span, suggested_to)
-    assert exc.code == error["code"]
-
-
-def test_infuras_block_range_refusal_is_a_range_error() -> None:
-    exc = classify_error({"code": -32602, "message": "range 1000000 exceeds limit of 10000"})
-    assert isinstance(exc, RangeTooLarge)
-    assert exc.max_span == 10_000
-
-
 @pytest.mark.parametrize("error", [
     pytest.param({"code": -32005, "message": "rate limit exceeded"}, id="rate-limit-exceeded"),
     pytest.param({"code": -32005, "message": "daily request count exceeded, request rate limited"}, id="infura-daily"),
     pytest.param({"code": 429, "message": "Your app has exceeded its compute units per second capacity. If you have "
                                           "retries enabled, you can safely ignore this message."}, id="alchemy-cu"),
     pytest.param({"code": -32000, "message": "Too Many Requests"}, id="too-many-requests"),
-    pytest.param({"code": -32000, "message": "header not found"}, id="header-not-found"),
     pytest.param({"code": -32603, "message": "request timed out, try again"}, id="try-again"),
 ])
 def test_rate_limits_and_passing_node_trouble_are_transient(error: dict[str, Any]) -> None:
@@ -516,3 +488,60 @@ def test_once_stopped_no_request_is_sent_and_a_retry_wait_ends_at_once() -> None
         with pytest.raises(Stopped, match="before a request"):
             rpc.call("eth_blockNumber", [])
     assert len(script.requests) == 1
+
+
+# ---------------------------------------------------------------- each kind of refusal learned once
+
+def _refuse_with(message: str, data: Any = None) -> Callable[[int, int], dict[str, Any]]:
+    return lambda start, end: {"code": -32000, "message": message, **({"data": data} if data is not None else {})}
+
+
+@pytest.mark.parametrize("refusal", [
+    pytest.param(_refuse_with("block range is too wide"), id="ankr-no-number"),
+    pytest.param(lambda start, end: {"code": -32602, "message": f"query exceeds max results 20000, retry with the "
+                                                                f"range {start}-{start + 39}"}, id="drpc-range"),
+    pytest.param(lambda start, end: {"code": -32602, "message": "invalid params",
+                                     "data": f"range {end - start + 1} is bigger than range limit 40"}, id="thirdweb"),
+    pytest.param(_refuse_with("query timeout exceeded"), id="too-much"),
+    pytest.param(_refuse_with("something nobody wrote down"), id="unrecognised"),
+])
+def test_a_refusal_is_learned_once_and_the_span_never_grows_past_it_again(
+        refusal: Callable[[int, int], dict[str, Any]]) -> None:
+    node = LogsNode(limit=40, refusal=refusal)
+    with fetcher(node, span=16) as logs:
+        fetch_all(logs, 0, 40 * 100)
+    refused = [span for span in node.spans if span > 40]
+    assert len(refused) == 1, node.spans
+    assert max(node.spans[node.spans.index(refused[0]) + 1:]) <= 40
+
+
+def test_a_ceiling_without_a_named_cap_is_probed_upwards_only_rarely() -> None:
+    node = LogsNode(limit=40, refusal=_refuse_with("block range is too wide"))
+    with fetcher(node, span=64) as logs:
+        fetch_all(logs, 0, 32 * 1_000)
+    refusals = sum(1 for span in node.spans if span > 40)
+    assert 1 < refusals <= 1 + 1_000 // fetch_module.PROBE_EVERY
+
+
+def test_a_node_behind_the_range_is_asked_again_for_the_same_range() -> None:
+    answers = iter([{"code": -32019, "message": "block is out of range"}] * 2)
+    ranges: list[tuple[int, int]] = []
+
+    def behind_then_answers(request: Any) -> Reply:
+        ranges.append((int(request["params"][0]["fromBlock"], 16), int(request["params"][0]["toBlock"], 16)))
+        error = next(answers, None)
+        return answer_each(request, lambda call: {"error": error} if error else {"result": []})
+
+    with local_server(behind_then_answers) as url:
+        logs = LogFetcher(client(url), ADDRESS, span=32)
+        assert logs.fetch(100, 1_000)[0] == 131
+    assert ranges == [(100, 131)] * 3
+    assert logs.span == 64  # nothing shrank
+
+
+def test_a_node_that_does_not_serve_get_logs_stops_the_fetcher_saying_so() -> None:
+    node = LogsNode(limit=0, refusal=lambda start, end: {"code": -32601, "message": "the method eth_getLogs does "
+                                                                                     "not exist/is not available"})
+    with fetcher(node, span=4) as logs, pytest.raises(IndexerError, match="cannot serve eth_getLogs"):
+        logs.fetch(42, 100)
+    assert node.spans == [4]
