@@ -162,6 +162,10 @@ BOUNTY_HEALTH_HEARTBEAT_SECONDS = env_int("BOUNTY_HEALTH_HEARTBEAT_SECONDS", 60,
 BOUNTY_HEALTH_MAX_LAG_BLOCKS = env_int("BOUNTY_HEALTH_MAX_LAG_BLOCKS", 10, minimum=0)
 BOUNTY_GETLOGS_MAX_BLOCKS = env_int("BOUNTY_GETLOGS_MAX_BLOCKS", 50_000, minimum=1)
 BOUNTY_INDEXER_POLL_SECONDS = env_int("BOUNTY_INDEXER_POLL_MS", 250, minimum=50, maximum=600_000) / 1000
+# Blocks below the head read one by one (and read again by range once deeper): more than any
+# backend of the node's load balancer lags behind the others (0: every block by range, for a
+# node of one's own).
+BOUNTY_LIVE_BLOCKS = env_int("BOUNTY_LIVE_BLOCKS", 32, minimum=0, maximum=1_000)
 BOUNTY_RPC_TIMEOUT_SECONDS = env_int("BOUNTY_RPC_TIMEOUT_SECONDS", 20, minimum=1, maximum=600)  # per request
 # Requests to the node in flight at most (the indexer adapts below it), and the plan's budget of
 # calls per second, each call of a batch counted (unset: none, the node's 429s are the limit).

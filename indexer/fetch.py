@@ -167,6 +167,7 @@ class Batch:
     headers: dict[int, dict[str, Any]]
     parent_hash: str | None  # the hash of block start - 1 when this was read (None: before the start block)
     rpc: RpcCounts = field(default_factory=RpcCounts)  # the calls made to read it, for the metrics
+    by_range: bool = True  # read by range (below the realtime phase's blocks), not block by block
 
     @property
     def final(self) -> bool:
@@ -315,6 +316,10 @@ class BatchReader:
         parent = headers.pop(parent_number)["hash"] if parent_number is not None else None
         return Batch(first, last, head, safe, events, {n: headers[n] for n in sorted(numbers)}, parent,
                      self.rpc.tally.take())
+
+    def events_of(self, raw_logs: list[dict[str, Any]], first: int, last: int) -> list[RecordEvent]:
+        """The record events of the contract's logs among `raw_logs`, of blocks first..last, in chain order."""
+        return self._decode([raw for _, raw in self._relevant(raw_logs)], first, last)
 
     def _relevant(self, raw_logs: list[dict[str, Any]]) -> list[tuple[int, dict[str, Any]]]:
         """(block number, log) of the contract's logs that are not removed, in block order; a

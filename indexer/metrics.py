@@ -58,6 +58,15 @@ class IndexerMetrics:
                               registry=registry).labels(*labels)
         self.reorg_depth = Histogram("bounty_indexer_reorg_depth", "Blocks rolled back by each reorganisation.",
                                      _DEPLOYMENT, buckets=_DEPTH_BUCKETS, registry=registry).labels(*labels)
+        self.reread_repairs = Counter(
+            "bounty_indexer_reread_repairs", "Logs the first reading of a block near the head lost and its second "
+            "reading by range found (each repaired by rolling back to the block before).", _DEPLOYMENT,
+            registry=registry).labels(*labels)
+        self.rpc_calls_per_block = gauge("bounty_indexer_rpc_calls_per_block",
+                                         "JSON-RPC calls per new block while following the head, over the last "
+                                         "minutes.").labels(*labels)
+        self.rpc_calls_per_day = gauge("bounty_indexer_rpc_calls_per_day",
+                                       "JSON-RPC calls a day at the rate of the last minutes.").labels(*labels)
         self.batch_seconds = Histogram("bounty_indexer_batch_seconds",
                                        "Seconds to write and commit one batch of record events.",
                                        _DEPLOYMENT, buckets=_BATCH_BUCKETS, registry=registry).labels(*labels)

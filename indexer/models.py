@@ -72,6 +72,12 @@ class SyncState(models.Model):
     # A bulk backfill writes no change-log entry per change from this block on; the batch that
     # catches up writes one `resync` entry instead (records.ws.feed sends its clients a new snapshot).
     bulk_from_block = models.PositiveBigIntegerField(null=True, blank=True)
+    # The newest block read by range (indexer.reread): the blocks above it up to the last indexed
+    # one were read block by block near the head and wait for their second reading.
+    reread_block = models.PositiveBigIntegerField(null=True, blank=True, help_text="newest block read by range")
+    # What following the head costs, measured over the last minutes (for /health).
+    rpc_calls_per_block = models.FloatField(null=True, blank=True)
+    rpc_calls_per_day = models.FloatField(null=True, blank=True)
 
     def __str__(self) -> str:
         return f"sync state of {self.deployment}"

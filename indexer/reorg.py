@@ -18,7 +18,7 @@ from django.db import transaction
 
 from indexer.bulk import insert_rows
 from indexer.changelog import CHANGE_COLUMNS, change_rows
-from indexer.errors import ReorgTooDeep
+from indexer.errors import NodeBehind, ReorgTooDeep
 from indexer.metrics import IndexerMetrics
 from indexer.models import AppliedLog, ChangeLogEntry, IndexedBlock, SyncState
 from indexer.rpc import RpcClient
@@ -43,11 +43,20 @@ class Reorganisations:
         if tip is None:
             return False
         header = self.rpc.call("eth_getBlockByNumber", [hex(tip.number), False])
-        if header and header["hash"] == tip.hash:
+        if header is None:
+            raise NodeBehind(f"the node lacks the indexed tip, block {tip.number}: a backend behind the others")
+        if header["hash"] == tip.hash:
             return False
         ancestor = self._common_ancestor(deployment, tip.number)
         self._roll_back(deployment, ancestor, tip.number)
         return True
+
+    def roll_back_to(self, deployment: Deployment, ancestor: int) -> None:
+        """Undoes every log above block `ancestor`, as a reorganisation from there does (a log the
+        first reading lost: indexer.reread)."""
+        state = SyncState.objects.get(deployment=deployment)
+        if state.last_indexed_block is not None and state.last_indexed_block > ancestor:
+            self._roll_back(deployment, ancestor, state.last_indexed_block)
 
     def _common_ancestor(self, deployment: Deployment, tip: int) -> int:
         stored = list(IndexedBlock.objects.filter(deployment=deployment).order_by("-number")
@@ -56,7 +65,9 @@ class Reorganisations:
             chunk = stored[start : start + 200]
             answers = self.rpc.batch([("eth_getBlockByNumber", [hex(n), False]) for n, _ in chunk])
             for (number, stored_hash), header in zip(chunk, answers, strict=True):
-                if header and header["hash"] == stored_hash:
+                if header is None:  # not a block gone: a backend that has not seen it yet
+                    raise NodeBehind(f"the node lacks block {number} while looking for the common ancestor")
+                if header["hash"] == stored_hash:
                     return int(number)
         base = self.start_block - 1
         if base >= tip - self.kept_blocks:
@@ -83,6 +94,8 @@ class Reorganisations:
             transaction.on_commit(notify_changes)
         state.last_seq += len(messages)
         state.last_indexed_block = ancestor if ancestor >= self.start_block else None
+        if state.reread_block is not None and state.reread_block > ancestor:
+            state.reread_block = state.last_indexed_block
         state.save()
         transaction.on_commit(lambda: self.metrics.reorganised(tip - ancestor))
         logger.warning("reorganisation: rolled back blocks %d-%d (%d logs, %d records corrected); "

@@ -36,7 +36,7 @@ from eth_utils.crypto import keccak
 from indexer import indexes
 from indexer.bulk import ConvertedRows, RowStream, batch_session, json_text
 from indexer.changelog import CHANGE_COLUMNS, change_rows
-from indexer.errors import ChainChanged, IndexerError
+from indexer.errors import ChainChanged, IndexerError, NodeBehind
 from indexer.fetch import Batch, BatchReader, batch_sizes
 from indexer.locks import LockWaitInterrupted, deployment_lock
 from indexer.metrics import IndexerMetrics
@@ -57,7 +57,9 @@ from indexer.pipeline import (
     collections_between_batches,
     database_connections_of_our_own,
 )
+from indexer.realtime import BlockClock, CallMeter, HeaderChain, LiveReader
 from indexer.reorg import Reorganisations
+from indexer.reread import Rereads
 from indexer.rpc import RpcClient, RpcCounts, RpcError, Stopped
 from indexer.transitions import RecordStore, Writes, apply_event, chain_time
 from records.changes import MessageType, notify_changes
@@ -94,6 +96,7 @@ class IndexerConfig:
     start_block: int
     confirmations: int | str  # blocks, or a block tag the node resolves (safe, finalized)
     poll_interval: float = 0.25
+    live_blocks: int = 32  # below the head: read one by one, then once more by range (BOUNTY_LIVE_BLOCKS)
     initial_span: int = INITIAL_SPAN
     max_span: int = 50_000
     kept_blocks: int = 1_024
@@ -122,6 +125,7 @@ class IndexerConfig:
             start_block=settings.BOUNTY_START_BLOCK,
             confirmations=settings.BOUNTY_CONFIRMATIONS,
             poll_interval=settings.BOUNTY_INDEXER_POLL_SECONDS,
+            live_blocks=settings.BOUNTY_LIVE_BLOCKS,
             initial_span=min(INITIAL_SPAN, settings.BOUNTY_GETLOGS_MAX_BLOCKS),
             max_span=settings.BOUNTY_GETLOGS_MAX_BLOCKS,
             rpc_timeout=settings.BOUNTY_RPC_TIMEOUT_SECONDS,
@@ -168,6 +172,11 @@ class Indexer:
                                                kept_blocks=config.kept_blocks, metrics=self.metrics)
         self.reader = BatchReader(self.rpc, address=config.contract_address, start_block=config.start_block,
                                   span=config.initial_span, max_span=config.max_span, batch_logs=config.batch_logs)
+        self.live = LiveReader(self.rpc, config.contract_address)
+        self.headers = HeaderChain()
+        self.clock = BlockClock(config.poll_interval)
+        self.calls = CallMeter()
+        self.rereads = Rereads(self.reader.fetcher, self.reorganisations, self.metrics, config.start_block)
         self.deployment: Deployment | None = None
         self.progress: Progress | None = None
         self.next_build = 0.0  # monotonic time from which a deferred index build may start
@@ -175,7 +184,9 @@ class Indexer:
         self._head_time: datetime | None = None  # of the head block last seen, for the lag in seconds
         self._seen_safe: int | None = None
         self._rate_limited_at: datetime | None = None  # when the node last limited the rate (for /health)
-        self._polled: tuple[int, int] | None = None  # the head and safe head `_await_new_head` saw move
+        self._latest: dict[str, Any] | None = None  # the head's header as last polled
+        self._newest_seen = -1  # the highest head polled
+        self._new_head_at = time.monotonic()  # when the head last moved
         self._tip_unchecked = True  # the indexed tip must be compared with the chain before reading on
         self._role: IndexerRole | None = None  # as last announced
         self._next_announce = 0.0
@@ -291,24 +302,10 @@ class Indexer:
                 idle = builder is None or not builder.is_alive()
                 if idle and time.monotonic() >= self.next_build and self.indexes_to_build():
                     builder = self._start_index_build()
-                self._await_new_head()
+                self.stop.wait(self.clock.wait())  # until the next block is due (indexer.realtime.BlockClock)
         finally:
             if builder is not None:
                 builder.join()
-
-    def _await_new_head(self) -> None:
-        """Polls the safe head every poll interval, one request each, until it moves or IDLE_CHECK_SECONDS
-        pass: then `catch_up` reads the new blocks with the head just seen, or, with none, checks
-        the indexed tip against the chain (a reorganisation that kept the height) and writes the
-        heartbeat. What an idle indexer costs the node: a request per poll interval (2 calls with a
-        block tag)."""
-        seen = self._seen_safe
-        until = time.monotonic() + IDLE_CHECK_SECONDS
-        while not self.stop.wait(self.config.poll_interval):
-            head, safe = self._head()
-            if safe != seen or time.monotonic() >= until:
-                self._polled = head, safe
-                return
 
     def announce(self, role: IndexerRole) -> None:
         """Records this process and its role for /health: at once on a change of role, then
@@ -428,46 +425,130 @@ class Indexer:
     # ------------------------------------------------------------------ indexing
 
     def catch_up(self) -> bool:
-        """Indexes up to the safe head, reading ahead while it writes (or undoes a reorg); False
-        when there was nothing to do."""
+        """One step of indexing, after one poll of the head (one call; two with a block tag): the
+        historical phase by ranges up to the head less `live_blocks`, then the realtime phase block
+        by block up to the safe head (indexer.realtime), with the second reading of the blocks
+        that phase read once they are deep enough (indexer.reread). False once it has indexed
+        what the poll showed, or when the node answered as a backend behind the others: then
+        the next poll waits for the next block."""
         deployment = self.deployment or self.ensure_deployment()
-        (head, safe), self._polled = self._polled or self._head(), None
         state = SyncState.objects.get(deployment=deployment)
         last = state.last_indexed_block if state.last_indexed_block is not None else self.config.start_block - 1
-        # New blocks need no check of the tip first: the first batch's parent is the tip, and a
-        # batch whose parent is not the indexed tip raises ChainChanged, which asks for one.
-        if last >= safe or self._tip_unchecked:
-            if self.reorganisations.undo(deployment):
+        try:
+            if self._tip_unchecked:
+                if self.reorganisations.undo(deployment):
+                    self.headers.clear()
+                    return True
+                self._tip_unchecked = False
+            head, safe = self._poll()
+            if head < last:  # a backend behind the others: never a reorganisation, never progress
+                return False
+            if self._reorganised_at_tip(deployment, head, last):
                 return True
-            self._tip_unchecked = False
-        if last >= safe:
-            self._caught_up(state, head, safe)
+            settled = min(safe, head - self.config.live_blocks)
+            if self.rereads.due(state, settled) and self.rereads.reread(deployment, state, settled):
+                self.headers.clear()
+                return True
+            if last < settled:
+                self._historical(deployment, state, last, settled, head)
+                return True
+            if last >= safe:
+                self._caught_up(state, head, safe)
+                return False
+            return self._realtime(deployment, last, head, safe)
+        except NodeBehind as behind:
+            logger.info("%s; asking again", behind)
+            self.clock.missed()
             return False
+        except ChainChanged as changed:
+            logger.warning("%s; checking the indexed blocks", changed)
+            self._tip_unchecked = True
+            self.headers.clear()
+            return True
+
+    def _poll(self) -> tuple[int, int]:
+        """The head and safe head, teaching the block clock whether the head moved; a head that
+        stays IDLE_CHECK_SECONDS asks for a check of the indexed tip (a reorganisation that kept
+        the height)."""
+        sent = time.time()
+        head, safe = self._head()
+        latest = self._latest
+        if head > self._newest_seen and latest is not None:
+            self.clock.seen(head, int(latest["timestamp"], 16), sent)
+            self._newest_seen, self._new_head_at = head, time.monotonic()
+        else:
+            self.clock.missed()
+            if time.monotonic() - self._new_head_at >= IDLE_CHECK_SECONDS:
+                self._new_head_at = time.monotonic()
+                self._tip_unchecked = True
+        return head, safe
+
+    def _reorganised_at_tip(self, deployment: Deployment, head: int, last: int) -> bool:
+        """Whether the polled head is the indexed tip's height with another hash: a check of the
+        tip is due (without a call: the poll brought the header)."""
+        latest = self._latest
+        if head != last or latest is None or isinstance(self.config.confirmations, str) or self.config.confirmations:
+            return False
+        if latest["hash"] == self._tip_hash(deployment, last):
+            return False
+        self._tip_unchecked = True
+        return True
+
+    def _historical(self, deployment: Deployment, state: SyncState, last: int, settled: int, head: int) -> None:
+        """The historical phase: blocks last+1..settled by ranges, read ahead while it writes."""
+        self.calls.reset()  # what following costs is measured while following
         # As the database has them: a batch clears them on this object before it commits.
         deployment.refresh_from_db(fields=[f"{kind}_in_chain_order" for kind in ("bounty", "submission", "dispute")])
         parent = self._tip_hash(deployment, last)
         self.reader.sizes = batch_sizes(self.config.batch_logs)
-        try:
-            if state.bulk_from_block is not None:
-                self._bulk_catch_up(deployment, state, parent, last + 1, safe, head)
-                return True
-            memory = RecordMemory()
-            with ReadAhead(lambda start: self.reader.read(start, safe, head), last + 1, safe, self.config.read_ahead,
-                           self.stop) as batches, collections_between_batches():
-                for n, batch in enumerate(batches, start=1):
-                    if batch.parent_hash != parent:
-                        raise ChainChanged(f"block {batch.start - 1} changed while blocks after it were read")
-                    self._commit(deployment, batch, memory)
-                    parent = batch.headers[batch.to]["hash"]
-                    self.announce(IndexerRole.WRITER)
-                    if memory.size() > RECORD_MEMORY:
-                        memory.clear()
-                    if n % 64 == 0:
-                        gc.collect(1)
-        except ChainChanged as changed:
-            logger.warning("%s; checking the indexed blocks", changed)
+        if state.bulk_from_block is not None:
+            self._bulk_catch_up(deployment, state, parent, last + 1, settled, head)
+            return
+        memory = RecordMemory()
+        with ReadAhead(lambda start: self.reader.read(start, settled, head), last + 1, settled,
+                       self.config.read_ahead, self.stop) as batches, collections_between_batches():
+            for n, batch in enumerate(batches, start=1):
+                if batch.parent_hash != parent:
+                    raise ChainChanged(f"block {batch.start - 1} changed while blocks after it were read")
+                self._commit(deployment, batch, memory)
+                parent = batch.headers[batch.to]["hash"]
+                self.announce(IndexerRole.WRITER)
+                if memory.size() > RECORD_MEMORY:
+                    memory.clear()
+                if n % 64 == 0:
+                    gc.collect(1)
+
+    def _realtime(self, deployment: Deployment, last: int, head: int, safe: int) -> bool:
+        """The realtime phase: blocks last+1..safe one by one, through headers that hang together
+        up to the head (indexer.realtime). True when it should run again at once (headers were
+        dropped, or the tip changed)."""
+        numbered = not isinstance(self.config.confirmations, str)
+        top = head if numbered else safe  # the blocks indexed must be ancestors of the newest header known
+        if numbered and self._latest is not None:
+            self.headers.add(self._latest)
+        self.headers.forget_to(last)
+        missing = self.headers.missing(last + 1, top)
+        for header in self.live.headers(missing):
+            if header is not None:  # None: a backend behind the others; asked again next time
+                self.headers.add(header)
+        parent = self._tip_hash(deployment, last)
+        newest, broken = self.headers.linked(last + 1, top, parent)
+        if broken and newest == last:  # the block after the tip is not the tip's child
             self._tip_unchecked = True
-        return True
+            return True
+        memory = RecordMemory()
+        for number in range(last + 1, min(newest, safe) + 1):
+            header = self.headers.get(number)
+            assert header is not None  # linked
+            events = self.reader.events_of(self.live.logs(header), number, number)
+            batch = Batch(number, number, head, number, events, {number: header}, parent, self.rpc.tally.take(),
+                          by_range=False)
+            self._commit(deployment, batch, memory)
+            parent = header["hash"]
+            self.headers.forget_to(number)
+        self.calls.blocks(min(newest, safe), self.metrics)
+        self.announce(IndexerRole.WRITER)
+        return broken
 
     def _bulk_catch_up(self, deployment: Deployment, state: SyncState, parent: str | None,
                        first: int, safe: int, head: int) -> None:
@@ -548,6 +629,7 @@ class Indexer:
             if not isinstance(header, dict) or "number" not in header:
                 raise IndexerError(f"the node at {self.rpc.node} answered {header!r} for its {tag} block")
         head = int(answers[0]["number"], 16)
+        self._latest = answers[0]
         self._head_time = chain_time(int(answers[0]["timestamp"], 16))
         self._count_rpc(self.rpc.tally.take())
         safe = int(answers[1]["number"], 16) if isinstance(depth, str) else head - depth
@@ -558,12 +640,16 @@ class Indexer:
         """The metrics of the calls and failures of a tally; a rate limit among them is noted for
         /health with the next write of the sync state."""
         self.metrics.rpc(counts)
+        self.calls.count(counts)
         if counts.errors["rate_limited"]:
             self._rate_limited_at = timezone.now()
 
     def _caught_up(self, state: SyncState, head: int, safe: int) -> None:
+        self.calls.blocks(state.last_indexed_block, self.metrics)
         SyncState.objects.filter(pk=state.pk).update(head_block=head, safe_block=max(0, safe),
                                                      rate_limited_at=self._rate_limited_at,
+                                                     rpc_calls_per_block=self.calls.per_block,
+                                                     rpc_calls_per_day=self.calls.per_day,
                                                      last_heartbeat=timezone.now())
         self.progress = None
         self.announce(IndexerRole.WRITER)
@@ -666,7 +752,10 @@ class Indexer:
         else:
             locked.backfill_from_block = locked.backfill_from_block or batch.start
             locked.backfill_to_block = batch.safe
+        if batch.by_range and locked.reread_block == locked.last_indexed_block:  # read by range from the start
+            locked.reread_block = batch.to
         locked.last_indexed_block = batch.to
+        locked.rpc_calls_per_block, locked.rpc_calls_per_day = self.calls.per_block, self.calls.per_day
         locked.last_seq += len(entries)
         locked.head_block = batch.head
         locked.safe_block = batch.safe

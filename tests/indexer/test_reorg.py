@@ -169,7 +169,7 @@ def test_with_a_block_tag_blocks_up_to_the_nodes_tagged_block_are_indexed(chain:
 
 
 def test_undo_entries_are_kept_only_for_blocks_a_reorg_can_still_reach(chain: Chain, db: None) -> None:
-    indexer = Indexer(config_for(chain, kept_blocks=3))
+    indexer = Indexer(config_for(chain, kept_blocks=3, live_blocks=0))  # every block by range
     indexer.check_node()
     indexer.ensure_deployment()
     _fund(chain)

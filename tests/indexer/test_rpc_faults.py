@@ -6,6 +6,7 @@ mirror still ends equal to the chain. Deterministic errors fail fast instead of 
 from __future__ import annotations
 
 import itertools
+import math
 import json
 import threading
 import time
@@ -68,7 +69,8 @@ class FaultProxy:
         if fault is not None:
             self._count(fault)
             return FAULTS[fault](self, request)
-        if not isinstance(request, list) and request["method"] == "eth_getLogs":
+        if not isinstance(request, list) and request["method"] == "eth_getLogs" and \
+                "fromBlock" in request["params"][0]:  # by range, not by a block's hash
             query = request["params"][0]
             refusal = self.refuse_logs(int(query["fromBlock"], 16), int(query["toBlock"], 16))
             if refusal is not None:
@@ -141,13 +143,14 @@ def limited_node() -> LogsRule:
 
 
 @pytest.fixture
-def proxied(chain: Chain, db: None) -> Iterator[Callable[[FaultProxy], Indexer]]:
-    """Makes an indexer that reaches the chain only through the given proxy, with a fast-retrying client."""
+def proxied(chain: Chain, db: None) -> Iterator[Callable[..., Indexer]]:
+    """Makes an indexer that reaches the chain only through the given proxy, with a fast-retrying
+    client; every block by range unless `live_blocks` says otherwise."""
     with ExitStack() as servers:
-        def make(proxy: FaultProxy) -> Indexer:
+        def make(proxy: FaultProxy, live_blocks: int = 0) -> Indexer:
             url = servers.enter_context(local_server(proxy))
             rpc = RpcClient(url, timeout=CLIENT_TIMEOUT, backoff=Backoff(base=0.005, cap=0.02, attempts=12))
-            indexer = Indexer(config_for(chain, rpc_url=url), rpc=rpc)
+            indexer = Indexer(config_for(chain, rpc_url=url, live_blocks=live_blocks), rpc=rpc)
             indexer.ensure_deployment()
             return indexer
 
@@ -162,10 +165,10 @@ def _bounties(chain: Chain, count: int) -> list[int]:
 
 
 def test_the_mirror_equals_the_chain_through_every_kind_of_rpc_fault(
-        chain: Chain, proxied: Callable[[FaultProxy], Indexer]) -> None:
+        chain: Chain, proxied: Callable[..., Indexer]) -> None:
     seed_demo_activity(chain.w3, chain.deployment)
     proxy = FaultProxy(chain.deployment.rpc_url, SCHEDULE, limited_node())
-    indexer = proxied(proxy)
+    indexer = proxied(proxy, live_blocks=4)  # both phases: ranges, then the last blocks one by one
 
     catch_up_to_head(indexer)
     _bounties(chain, 3)
@@ -174,33 +177,44 @@ def test_the_mirror_equals_the_chain_through_every_kind_of_rpc_fault(
     assert indexer.deployment is not None
     assert_mirror_equals_chain(chain.board, indexer.deployment)
     assert_live_consumer_is_current(indexer.deployment)
-    every_kind = {*FAULTS, *REFUSALS}
-    assert set(proxy.injected) == every_kind, f"faults never injected: {every_kind - set(proxy.injected)}"
-    # A range refusal that names the node's limit caps later requests, so each wording is
-    # refused once or a few times; every other fault recurs throughout.
-    range_refusals = {"infura range", "alchemy range", "maximum block range"}
-    assert all(n >= 1 for kind, n in proxy.injected.items() if kind in range_refusals), proxy.injected
-    assert all(n >= 2 for kind, n in proxy.injected.items() if kind not in range_refusals), proxy.injected
+    assert set(FAULTS) <= set(proxy.injected), f"faults never injected: {set(FAULTS) - set(proxy.injected)}"
+    # A range refusal teaches the fetcher the node's limit, so later ranges keep to it: a refusal
+    # or two (the ranges in flight together), whichever wording comes first; every other fault
+    # recurs throughout.
+    refusals = sum(n for kind, n in proxy.injected.items() if kind in REFUSALS)
+    assert 1 <= refusals <= 4, proxy.injected
+    assert all(n >= 2 for kind, n in proxy.injected.items() if kind not in REFUSALS), proxy.injected
     assert proxy.methods["eth_getBlockByNumber"] > 0 and proxy.methods["eth_getLogs"] > 0
 
 
-def test_a_deterministic_error_fails_at_once_without_retrying(
-        chain: Chain, proxied: Callable[[FaultProxy], Indexer]) -> None:
+def test_a_refusal_nobody_recognises_is_halved_down_to_one_block_then_stops_naming_it(
+        chain: Chain, proxied: Callable[..., Indexer]) -> None:
     _bounties(chain, 1)
     invalid = {"code": -32602, "message": "invalid argument 0: hex string without 0x prefix"}
     proxy = FaultProxy(chain.deployment.rpc_url, refuse_logs=lambda start, end: ("invalid argument", invalid))
     indexer = proxied(proxy)
 
     started = time.monotonic()
-    with pytest.raises(RpcError, match="invalid argument") as caught:
+    with pytest.raises(IndexerError, match="even for the single block .*invalid argument"):
         catch_up_to_head(indexer)
-    assert not isinstance(caught.value, RangeTooLarge | RetriesExhausted)
-    assert proxy.methods["eth_getLogs"] == 1
+    assert proxy.methods["eth_getLogs"] == 1 + math.ceil(math.log2(indexer.config.initial_span))  # no retries
     assert time.monotonic() - started < 2
 
 
+def test_a_node_that_does_not_serve_get_logs_stops_the_indexer_at_once(
+        chain: Chain, proxied: Callable[..., Indexer]) -> None:
+    _bounties(chain, 1)
+    missing = {"code": -32601, "message": "the method eth_getLogs does not exist/is not available"}
+    proxy = FaultProxy(chain.deployment.rpc_url, refuse_logs=lambda start, end: ("not served", missing))
+    indexer = proxied(proxy)
+    with pytest.raises(IndexerError, match="cannot serve eth_getLogs: .*does not exist") as caught:
+        catch_up_to_head(indexer)
+    assert not isinstance(caught.value, RangeTooLarge | RetriesExhausted | RpcError)
+    assert proxy.methods["eth_getLogs"] == 1
+
+
 def test_a_block_the_node_refuses_even_alone_stops_the_indexer_after_the_blocks_before_it(
-        chain: Chain, proxied: Callable[[FaultProxy], Indexer]) -> None:
+        chain: Chain, proxied: Callable[..., Indexer]) -> None:
     crowded = _bounties(chain, 4)[2]
 
     def too_many_results(start: int, end: int) -> tuple[str, dict[str, Any]] | None:

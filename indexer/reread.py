@@ -1,0 +1,107 @@
+"""Every block read twice before it is final: the blocks the realtime phase read one by one are
+read once more by range when they have become deep enough that every backend has them (the
+head less BOUNTY_LIVE_BLOCKS), one getLogs for many blocks.
+
+The second reading is compared with the applied-log ledger. A log the ledger lacks, of a block
+whose hash the mirror holds, is a log the first reading lost (a node that omitted it, a bloom
+computed wrong): the mirror is rolled back to the block before it through the reorganisation
+path, which tells websocket clients what it undoes, and the blocks are read again by range. A
+log of another hash, or a ledger log the second reading lacks, means the chain changed: the
+reorganisation check decides. Every repair is logged with the node's answers and counted
+(bounty_indexer_reread_repairs_total, with an alert).
+
+`SyncState.reread_block` is the newest block read by range: the historical phase moves it with
+its batches, this module over the blocks the realtime phase read.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from indexer.errors import ChainChanged, NodeBehind
+from indexer.events import UndecodableLog, decode_log
+from indexer.fetch import LogFetcher
+from indexer.metrics import IndexerMetrics
+from indexer.models import AppliedLog, IndexedBlock, SyncState
+from indexer.reorg import Reorganisations
+from records.models import Deployment
+
+logger = logging.getLogger(__name__)
+
+REREAD_EVERY = 16  # blocks gathered for one second reading while following the head
+
+LogKey = tuple[int, int, str, str]  # block number, log index, block hash, transaction hash
+
+
+@dataclass
+class Rereads:
+    fetcher: LogFetcher
+    reorganisations: Reorganisations
+    metrics: IndexerMetrics
+    start_block: int
+
+    def pending(self, state: SyncState, settled: int) -> tuple[int, int] | None:
+        """The blocks indexed but not read by range yet that are deep enough now."""
+        indexed = state.last_indexed_block
+        if indexed is None:
+            return None
+        first = (state.reread_block if state.reread_block is not None else self.start_block - 1) + 1
+        last = min(indexed, settled)
+        return (first, last) if first <= last else None
+
+    def due(self, state: SyncState, settled: int) -> bool:
+        """Whether a second reading is due: enough blocks gathered, or every block indexed is deep
+        enough (the historical phase goes on from the indexed tip: after a restart, or after
+        falling behind)."""
+        pending = self.pending(state, settled)
+        if pending is None:
+            return False
+        first, last = pending
+        return last - first + 1 >= REREAD_EVERY or last == state.last_indexed_block
+
+    def reread(self, deployment: Deployment, state: SyncState, settled: int) -> bool:
+        """Reads the pending blocks again by range and compares; True when it changed the mirror
+        (a repair), or found that the chain changed (ChainChanged: the caller checks the tip)."""
+        pending = self.pending(state, settled)
+        if pending is None:
+            return False
+        first, last = pending
+        fetched = self.fetcher.fetch_all(first, last)
+        if fetched.error is not None:
+            raise fetched.error
+        chain = self._keys(fetched.logs)
+        ledger = {(number, index, block_hash, tx_hash) for number, index, block_hash, tx_hash in
+                  AppliedLog.objects.filter(deployment=deployment, block_number__range=(first, last))
+                  .values_list("block_number", "log_index", "block_hash", "tx_hash")}
+        lost, gone = sorted(chain - ledger), sorted(ledger - chain)
+        if not lost and not gone:
+            SyncState.objects.filter(pk=state.pk, reread_block=state.reread_block).update(reread_block=last)
+            state.reread_block = last
+            return False
+        hashes = dict(IndexedBlock.objects.filter(deployment=deployment, number__range=(first, last))
+                      .values_list("number", "hash"))
+        if any(hashes.get(key[0]) not in (None, key[2]) for key in lost + gone):
+            raise ChainChanged(f"the second reading of blocks {first}-{last} found logs of other block hashes")
+        if not lost:  # the ledger holds logs the range lacks, of the blocks as indexed: the range's answer
+            raise NodeBehind(f"the second reading of blocks {first}-{last} lacks {len(gone)} logs the mirror "
+                             f"holds of the same blocks ({gone[:3]}): a node behind, asked again later")
+        block = lost[0][0]
+        logger.warning("the second reading of blocks %d-%d holds %d logs the first reading lost: %s; the mirror "
+                       "held %s. Rolling back to block %d to read them again", first, last, len(lost),
+                       [log for log in fetched.logs if self._key(log) in set(lost)],
+                       sorted(ledger), block - 1)
+        self.metrics.reread_repairs.inc()
+        self.reorganisations.roll_back_to(deployment, block - 1)
+        return True
+
+    @staticmethod
+    def _key(raw: dict[str, object]) -> LogKey | None:
+        try:
+            log = decode_log(raw).log
+        except (UndecodableLog, KeyError, ValueError, TypeError):
+            return None  # the first reading skipped it too (and said so)
+        return log.block_number, log.log_index, log.block_hash, log.tx_hash
+
+    def _keys(self, logs: list[dict[str, object]]) -> set[LogKey]:
+        return {key for raw in logs if not raw.get("removed") and (key := self._key(raw)) is not None}
