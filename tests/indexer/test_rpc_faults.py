@@ -6,8 +6,8 @@ mirror still ends equal to the chain. Deterministic errors fail fast instead of 
 from __future__ import annotations
 
 import itertools
-import math
 import json
+import math
 import threading
 import time
 import urllib.request
@@ -195,7 +195,7 @@ def test_a_refusal_nobody_recognises_is_halved_down_to_one_block_then_stops_nami
     indexer = proxied(proxy)
 
     started = time.monotonic()
-    with pytest.raises(IndexerError, match="even for the single block .*invalid argument"):
+    with pytest.raises(IndexerError, match=r"even for the single block .*invalid argument"):
         catch_up_to_head(indexer)
     assert proxy.methods["eth_getLogs"] == 1 + math.ceil(math.log2(indexer.config.initial_span))  # no retries
     assert time.monotonic() - started < 2
@@ -207,7 +207,7 @@ def test_a_node_that_does_not_serve_get_logs_stops_the_indexer_at_once(
     missing = {"code": -32601, "message": "the method eth_getLogs does not exist/is not available"}
     proxy = FaultProxy(chain.deployment.rpc_url, refuse_logs=lambda start, end: ("not served", missing))
     indexer = proxied(proxy)
-    with pytest.raises(IndexerError, match="cannot serve eth_getLogs: .*does not exist") as caught:
+    with pytest.raises(IndexerError, match=r"cannot serve eth_getLogs: .*does not exist") as caught:
         catch_up_to_head(indexer)
     assert not isinstance(caught.value, RangeTooLarge | RetriesExhausted | RpcError)
     assert proxy.methods["eth_getLogs"] == 1
