@@ -1,0 +1,133 @@
+"""The mirror holds through the nodes operators really use: a load balancer with a backend a few
+blocks behind (tests/node_proxy.py answers a share of the calls as such a backend does: a lower
+head, `null` headers, ranges silent about the blocks it lacks, "unknown block" by hash), a node
+that omits a block's logs once, and each provider's wording of a range refusal."""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Callable
+
+import pytest
+from django.conf import settings
+
+from contracts.demo import seed_demo_activity
+from indexer.models import AppliedLog, ChangeLogEntry, SyncState
+from indexer.reread import REREAD_EVERY
+from indexer.sync import Indexer
+from records.models import Bounty, Deployment
+from tests.chain import USDC, Chain
+from tests.indexer.conftest import catch_up_to_head, config_for, process_env
+from tests.indexer.mirror import assert_live_consumer_is_current, assert_mirror_equals_chain, record_log_count
+from tests.indexer.test_run_indexer_command import start, wait_until
+from tests.node_proxy import WORDINGS, NodeLimits, NodeProxy
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _mine(chain: Chain, blocks: int) -> None:
+    chain.w3.provider.make_request("anvil_mine", [hex(blocks)])  # type: ignore[arg-type]
+
+
+def _bounty(chain: Chain, prompt: str) -> int:
+    """Posts a bounty; its block."""
+    chain.send(chain.usdc.functions.approve(chain.board.address, 2**256 - 1), chain.account(1))
+    receipt = chain.send(chain.board.functions.createBounty(prompt, b"\x05" * 32, 7 * USDC, 3600), chain.account(1))
+    return int(receipt["blockNumber"])
+
+
+def _mirrors(chain: Chain) -> Callable[[], bool]:
+    def equal() -> bool:
+        deployment = Deployment.objects.filter(chain_id=chain.deployment.chain_id).first()
+        if deployment is None:
+            return False
+        try:
+            assert_mirror_equals_chain(chain.board, deployment)
+        except AssertionError:
+            return False
+        return True
+    return equal
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_following_through_a_lagging_backend_loses_no_record(chain: Chain, seed: int) -> None:
+    """The scenario that lost a record in four runs of five: run_indexer follows the chain while
+    it happens, through a load balancer whose backend three blocks behind answers 40% of the calls."""
+    limits = NodeLimits(behind_share=0.4, behind_blocks=3, seed=seed)
+    with NodeProxy(chain.deployment.rpc_url, limits) as node:
+        process = start(process_env(chain, BOUNTY_RPC_URL=node.url))
+        try:
+            wait_until(lambda: SyncState.objects.filter(last_indexed_block__isnull=False).exists())
+            seed_demo_activity(chain.w3, chain.deployment)  # a block a transaction, while it follows
+            for n in range(6):
+                _bounty(chain, f"ipfs://while-following-{n}")
+            wait_until(_mirrors(chain), timeout=60)
+            _mine(chain, settings.BOUNTY_LIVE_BLOCKS + REREAD_EVERY)  # every block read twice
+            wait_until(lambda: SyncState.objects.get().reread_block == chain.w3.eth.block_number
+                       - settings.BOUNTY_LIVE_BLOCKS, timeout=30)
+        finally:
+            process.send_signal(signal.SIGTERM)
+            output, _ = process.communicate(timeout=30)
+        behind = node.stats.behind
+    assert process.returncode == 0, output
+    assert behind > 20, "the lagging backend answered"
+    assert "reorganisation" not in output, output  # a backend behind is never taken for one
+    assert "Traceback" not in output, output
+    deployment = Deployment.objects.get()
+    assert_mirror_equals_chain(chain.board, deployment)
+    assert_live_consumer_is_current(deployment)
+    assert AppliedLog.objects.count() == record_log_count(chain.board), "every log applied once"
+
+
+def test_a_log_the_first_reading_lost_is_repaired_by_the_second(chain: Chain) -> None:
+    """A node that omits a block's logs once (its bloom, its getLogs and its receipts): the block
+    read live misses the bounty; read again by range once deep enough, the bounty is there, and
+    websocket clients are told as for a reorganisation."""
+    live = 4
+    lost = chain.w3.eth.block_number + 4  # each bounty: an approval, then the bounty, a block each
+    with NodeProxy(chain.deployment.rpc_url, NodeLimits(blank_bloom_once=frozenset({lost}))) as node:
+        indexer = Indexer(config_for(chain, rpc_url=node.url, live_blocks=live))
+        indexer.check_node()
+        indexer.ensure_deployment()
+        catch_up_to_head(indexer)
+        _bounty(chain, "ipfs://before")
+        assert _bounty(chain, "ipfs://lost-once") == lost
+        catch_up_to_head(indexer)
+        assert list(Bounty.objects.values_list("prompt", flat=True)) == ["ipfs://before"]  # the first reading
+        assert node.stats.blanked >= 1
+
+        _mine(chain, live + REREAD_EVERY)
+        catch_up_to_head(indexer)
+    assert sorted(Bounty.objects.values_list("prompt", flat=True)) == ["ipfs://before", "ipfs://lost-once"]
+    assert indexer.metrics.reread_repairs._value.get() == 1
+    assert indexer.deployment is not None
+    assert_mirror_equals_chain(chain.board, indexer.deployment)
+    assert_live_consumer_is_current(indexer.deployment)
+    created = ChangeLogEntry.objects.filter(type="bounty.created").values_list("payload", flat=True)
+    assert [payload["prompt"] for payload in created] == ["ipfs://before", "ipfs://before", "ipfs://lost-once"][
+        -len(created):]  # the rollback undid "before" only if it lay above the lost block
+    state = SyncState.objects.get()
+    assert state.reread_block is not None and state.reread_block >= lost
+
+
+@pytest.mark.parametrize("wording", list(WORDINGS))
+def test_a_first_sync_through_each_providers_wording_is_exact_and_learns_the_cap(chain: Chain, wording: str) -> None:
+    """Ranges capped at 40 blocks, refused in one provider's words: synced, exact, and refused at
+    most 20 + 5% of the ranges (the ranges in flight when the first refusal comes, and rare probes)."""
+    seed_demo_activity(chain.w3, chain.deployment)
+    cap, gap = 40, 4_000
+    limits = NodeLimits(latency=0.002, max_log_blocks=cap, wording=wording, gap=gap,
+                        gap_after=chain.w3.eth.block_number)  # empty blocks after the records: their numbers hold
+    _mine(chain, 1)
+    with NodeProxy(chain.deployment.rpc_url, limits) as node:
+        indexer = Indexer(config_for(chain, rpc_url=node.url))
+        indexer.check_node()
+        indexer.ensure_deployment()
+        catch_up_to_head(indexer)
+        refused, ranges = node.stats.refused["range"], node.stats.calls["eth_getLogs"]
+    print(f"{wording}: {refused} refused of {ranges} getLogs")
+    assert refused >= 1
+    assert refused <= 20 + 0.05 * (gap / cap), (refused, ranges)
+    assert indexer.deployment is not None
+    assert_mirror_equals_chain(chain.board, indexer.deployment)
+    assert AppliedLog.objects.count() == record_log_count(chain.board)

@@ -1,0 +1,84 @@
+"""The realtime phase's parts (indexer.realtime): the bloom test against real headers of the dev
+chain, the headers kept linked by parent hash, and the block clock on a simulated chain whose
+blocks come every second and can be seen some time after their timestamp."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from indexer.realtime import BlockClock, BloomFilter, HeaderChain
+from tests.chain import USDC, Chain
+
+
+def test_the_bloom_admits_the_contracts_record_blocks_and_rules_out_the_others(chain: Chain) -> None:
+    chain.send(chain.usdc.functions.approve(chain.board.address, 2**256 - 1), chain.account(1))
+    approval = chain.w3.eth.block_number
+    chain.send(chain.board.functions.createBounty("ipfs://bloom", b"\x05" * 32, 3 * USDC, 3600), chain.account(1))
+    created = chain.w3.eth.block_number
+    bloom = BloomFilter(chain.deployment.contract_address.lower())
+
+    def logs_bloom(number: int) -> str:
+        return "0x" + bytes(chain.w3.eth.get_block(number)["logsBloom"]).hex()
+
+    assert bloom.may_hold(logs_bloom(created))
+    assert not bloom.may_hold(logs_bloom(approval))  # the token's log: another address and topic
+    assert not bloom.may_hold("0x" + "00" * 256)
+    assert not BloomFilter("0x" + "12" * 20).may_hold(logs_bloom(created))  # another contract
+    assert bloom.may_hold(None)  # a node that sends no bloom: the block is read
+
+
+def _header(number: int, parent: str) -> dict[str, str]:
+    return {"number": hex(number), "hash": f"0x{number:064x}", "parentHash": parent}
+
+
+def test_headers_hang_together_from_the_indexed_tip_and_a_broken_link_drops_those_above() -> None:
+    chain = HeaderChain()
+    for number in range(11, 16):
+        chain.add(_header(number, f"0x{number - 1:064x}"))
+    assert chain.linked(11, 15, f"0x{10:064x}") == (15, False)
+    assert chain.linked(11, 17, f"0x{10:064x}") == (15, False)  # 16 not here yet
+    assert chain.missing(11, 17) == [16, 17]
+    chain.add(_header(14, "0x" + "ee" * 32))  # 14 replaced by a block of another branch
+    assert chain.linked(11, 15, f"0x{10:064x}") == (13, True)
+    assert chain.missing(11, 15) == [14, 15]
+    assert chain.linked(11, 13, "0x" + "aa" * 32) == (10, True)  # the tip is not 11's parent
+
+
+def _simulate(blocks: int, delay: float, jitter: float, seed: int = 7) -> tuple[float, list[float]]:
+    """Polls the way the indexer does (one call each) a chain of 1-second blocks, each seen `delay`
+    (plus up to `jitter`) after its timestamp; calls per block, and how late each block was seen."""
+    rng = random.Random(seed)
+    visible = [t + delay + rng.uniform(0, jitter) for t in range(blocks)]  # block n: timestamp n
+    clock = BlockClock(poll_interval=0.25)
+    now, newest, calls = 0.0, -1, 0
+    late: list[float] = []
+    while newest < blocks - 1:
+        calls += 1
+        head = max((n for n in range(newest, min(blocks, int(now) + 2)) if visible[n] <= now), default=newest)
+        if head > newest:
+            clock.seen(head, head, now)
+            late.extend(now - visible[n] for n in range(newest + 1, head + 1))
+            newest = head
+        else:
+            clock.missed()
+        now += clock.wait(now)
+    return calls / blocks, late
+
+
+@pytest.mark.parametrize(("delay", "jitter"), [(0.05, 0.0), (0.3, 0.1), (0.8, 0.15)])
+def test_the_block_clock_asks_about_once_a_block_and_soon_after_it_can_be_seen(delay: float, jitter: float) -> None:
+    per_block, late = _simulate(600, delay, jitter)
+    steady = sorted(late[60:])  # once it has learnt the chain
+    assert per_block <= 1.2
+    assert steady[len(steady) // 2] <= 0.15  # the median block is seen within 150 ms
+    assert steady[int(0.9 * len(steady))] <= 0.25
+
+
+def test_without_a_block_time_it_polls_every_poll_interval() -> None:
+    clock = BlockClock(poll_interval=0.25)
+    assert clock.wait(0.0) == 0.25
+    for number in range(5):  # blocks that share a timestamp (a chain faster than a second)
+        clock.seen(number, 100, 100.0)
+    assert clock.block_time is None and clock.wait(100.0) == 0.25
