@@ -484,9 +484,10 @@ class StageTimer:
         reader.fetcher.fetch = self.wrap("getLogs", reader.fetcher.fetch)
         reader._decode = self.wrap("decode", reader._decode)
         reader._headers = self.wrap("headers", reader._headers)
-        indexer._commit = self.wrap("commit", indexer._commit)
-        indexer._commit_prepared = self.wrap("commit", indexer._commit_prepared)  # a bulk backfill's writer thread
-        indexer._prepare = self.wrap("prepare", indexer._prepare)
+        committer = indexer.committer
+        committer.commit = self.wrap("commit", committer.commit)
+        committer.commit_prepared = self.wrap("commit", committer.commit_prepared)  # a bulk backfill's writer thread
+        committer.prepare = self.wrap("prepare", committer.prepare)
 
 
 COMMIT_PARTS = ("load records", "apply_event", "update records", "payloads", "insert records", "insert AppliedLog",
@@ -494,15 +495,15 @@ COMMIT_PARTS = ("load records", "apply_event", "update records", "payloads", "in
 
 
 def instrument_commit(timer: StageTimer) -> None:
-    """Times the parts of Indexer._commit: the in-memory transitions, the rendering of the change-log
+    """Times the parts of Committer.commit: the in-memory transitions, the rendering of the change-log
     payloads, each bulk write, and the wait for the background COPYs at the end."""
     import indexer.bulk as bulk_module
-    import indexer.sync as sync_module
+    import indexer.commit as commit_module
     from indexer.models import AppliedLog, ChangeLogEntry, IndexedBlock
     from indexer.transitions import RecordStore
     from records.models import Bounty, Dispute, Submission
 
-    sync_module.apply_event = timer.wrap("apply_event", sync_module.apply_event)  # type: ignore[attr-defined]
+    commit_module.apply_event = timer.wrap("apply_event", commit_module.apply_event)  # type: ignore[attr-defined]
     RecordStore.load = timer.wrap("load records", RecordStore.load)  # type: ignore[method-assign]
     RecordStore.payload = timer.wrap("payloads", RecordStore.payload)  # type: ignore[method-assign]
     import indexer.transitions as transitions_module
@@ -529,7 +530,6 @@ def instrument_commit(timer: StageTimer) -> None:
 
     bulk_module.insert_rows = timed_insert
     transitions_module.insert_rows = timed_insert  # type: ignore[attr-defined]
-    sync_module.insert_rows = timed_insert  # type: ignore[attr-defined]
     bulk_module.RowStream.__exit__ = timer.wrap("wait", bulk_module.RowStream.__exit__)  # type: ignore[method-assign]
 
 
@@ -684,7 +684,7 @@ def child_main(args: argparse.Namespace) -> None:
     django.setup()
     from django.core.management import call_command
 
-    from indexer.sync import IndexerConfig
+    from indexer.config import IndexerConfig
 
     meta = json.loads(Path(args.meta).read_text(encoding="utf-8"))
     config = IndexerConfig.from_settings()

@@ -8,8 +8,10 @@ configuration, the alert rules and a Grafana dashboard that use these names.
 
 from __future__ import annotations
 
+import collections
 import logging
 import threading
+import time
 from collections.abc import Mapping
 from datetime import datetime
 from wsgiref.simple_server import WSGIServer
@@ -114,3 +116,40 @@ class IndexerMetrics:
         logger.info("metrics on http://%s:%d/metrics", address if ":" not in address else f"[{address}]",
                     server.server_port)
         return server
+
+
+class CallMeter:
+    """What following the head costs: JSON-RPC calls per new block and per day, over the last
+    WINDOW seconds of following (the historical phase resets it: a backfill's calls are no
+    measure of that)."""
+
+    WINDOW = 300.0
+
+    def __init__(self) -> None:
+        self.total = 0  # calls counted so far
+        self.per_block: float | None = None
+        self.per_day: float | None = None
+        self._samples: collections.deque[tuple[float, int, int]] = collections.deque()  # time, calls, block
+
+    def count(self, counts: RpcCounts) -> None:
+        self.total += sum(counts.calls.values())
+
+    def reset(self) -> None:
+        self._samples.clear()
+
+    def blocks(self, last_indexed: int | None, metrics: IndexerMetrics) -> None:
+        """A sample at the indexed tip `last_indexed`; the rates over the window into `metrics`."""
+        if last_indexed is None:
+            return
+        now = time.monotonic()
+        samples = self._samples
+        samples.append((now, self.total, last_indexed))
+        while len(samples) > 2 and samples[1][0] <= now - self.WINDOW:
+            samples.popleft()
+        (then, calls_then, block_then), (_, calls_now, block_now) = samples[0], samples[-1]
+        if block_now > block_then:
+            self.per_block = round((calls_now - calls_then) / (block_now - block_then), 3)
+            metrics.rpc_calls_per_block.set(self.per_block)
+        if now - then >= 10:
+            self.per_day = round((calls_now - calls_then) / (now - then) * 86_400)
+            metrics.rpc_calls_per_day.set(self.per_day)

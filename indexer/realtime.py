@@ -35,10 +35,13 @@ from typing import Any
 
 from eth_utils.crypto import keccak
 
-from indexer.errors import IndexerError, NodeBehind, RpcError
+from indexer.commit import Committer
+from indexer.errors import ChainChanged, IndexerError, NodeBehind, RpcError
 from indexer.events import RECORD_EVENT_TOPICS
-from indexer.metrics import IndexerMetrics
-from indexer.rpc import RpcClient, RpcCounts, is_not_served
+from indexer.fetch import Batch, BatchReader
+from indexer.pipeline import RecordMemory
+from indexer.rpc import RpcClient, is_not_served
+from records.models import Deployment
 
 logger = logging.getLogger(__name__)
 
@@ -255,40 +258,44 @@ class LiveReader:
         return self._checked(header, held, "eth_getBlockReceipts")
 
 
-# ------------------------------------------------------------------------------- the call meter
+# ----------------------------------------------------------------------------------- the phase
 
-class CallMeter:
-    """What following the head costs: JSON-RPC calls per new block and per day, over the last
-    WINDOW seconds of following (the historical phase resets it: a backfill's calls are no
-    measure of that)."""
+class Realtime:
+    """The realtime phase over the headers it keeps (`headers`) and the node's answers (`live`)."""
 
-    WINDOW = 300.0
+    def __init__(self, rpc: RpcClient, reader: BatchReader, committer: Committer, address: str) -> None:
+        self.rpc = rpc
+        self.reader = reader  # its decoder
+        self.committer = committer
+        self.live = LiveReader(rpc, address)
+        self.headers = HeaderChain()
 
-    def __init__(self) -> None:
-        self.total = 0  # calls counted so far
-        self.per_block: float | None = None
-        self.per_day: float | None = None
-        self._samples: collections.deque[tuple[float, int, int]] = collections.deque()  # time, calls, block
-
-    def count(self, counts: RpcCounts) -> None:
-        self.total += sum(counts.calls.values())
-
-    def reset(self) -> None:
-        self._samples.clear()
-
-    def blocks(self, last_indexed: int | None, metrics: IndexerMetrics) -> None:
-        """A sample at the indexed tip `last_indexed`; the rates over the window into `metrics`."""
-        if last_indexed is None:
-            return
-        now = time.monotonic()
-        samples = self._samples
-        samples.append((now, self.total, last_indexed))
-        while len(samples) > 2 and samples[1][0] <= now - self.WINDOW:
-            samples.popleft()
-        (then, calls_then, block_then), (_, calls_now, block_now) = samples[0], samples[-1]
-        if block_now > block_then:
-            self.per_block = round((calls_now - calls_then) / (block_now - block_then), 3)
-            metrics.rpc_calls_per_block.set(self.per_block)
-        if now - then >= 10:
-            self.per_day = round((calls_now - calls_then) / (now - then) * 86_400)
-            metrics.rpc_calls_per_day.set(self.per_day)
+    def follow(self, deployment: Deployment, parent: str | None, last: int, head: int, safe: int,
+               latest: Header | None) -> bool:
+        """Blocks last+1..safe one by one, through headers that hang together from `parent` (the
+        indexed tip's hash) up to the head, whose header the poll brought (`latest`; None with a
+        block tag). True when it should run again at once (headers were dropped); ChainChanged
+        when the block after the tip is not its child."""
+        top = head if latest is not None else safe  # the blocks indexed must be ancestors of the newest header known
+        if latest is not None:
+            self.headers.add(latest)
+        self.headers.forget_to(last)
+        missing = self.headers.missing(last + 1, top)
+        for header in self.live.headers(missing):
+            if header is not None:  # None: a backend behind the others; asked again next time
+                self.headers.add(header)
+        newest, broken = self.headers.linked(last + 1, top, parent)
+        if broken and newest == last:
+            raise ChainChanged(f"block {last + 1} is not the child of the indexed block {last}")
+        memory = RecordMemory()
+        for number in range(last + 1, min(newest, safe) + 1):
+            header = self.headers.get(number)
+            assert header is not None  # linked
+            events = self.reader.events_of(self.live.logs(header), number, number)
+            batch = Batch(number, number, head, number, events, {number: header}, parent, self.rpc.tally.take(),
+                          by_range=False)
+            self.committer.commit(deployment, batch, memory)
+            parent = header["hash"]
+            self.headers.forget_to(number)
+        self.committer.calls.blocks(min(newest, safe), self.committer.metrics)
+        return broken

@@ -16,8 +16,8 @@ from prometheus_client import REGISTRY, CollectorRegistry
 
 import bountysite.settings
 import records.metrics  # noqa: F401 (registers the web metrics)
+from indexer.config import IndexerConfig
 from indexer.metrics import IndexerMetrics
-from indexer.sync import IndexerConfig
 
 DEPLOY = Path(__file__).resolve().parent.parent.parent / "deploy"
 NAME = re.compile(r"\bbounty_[a-z_]+")

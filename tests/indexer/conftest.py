@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 from django.conf import settings as django_settings
 
-from indexer.sync import Indexer, IndexerConfig
+from indexer.config import IndexerConfig
+from indexer.sync import Indexer
 from tests.chain import Chain
 from tests.servers import database_url
 

@@ -12,7 +12,7 @@ from django.db import IntegrityError, connection
 from django.test import Client, override_settings
 
 from contracts.demo import seed_demo_activity
-from indexer import indexes, sync
+from indexer import historical, indexes
 from indexer.models import ChangeLogEntry, IndexState, IndexStateChoice, SyncState
 from indexer.sync import Indexer
 from records.models import Bounty, Deployment, Dispute, Submission
@@ -126,7 +126,7 @@ def test_a_bulk_backfill_reads_back_the_records_its_reader_forgot_once_they_are_
         chain: Chain, monkeypatch: pytest.MonkeyPatch) -> None:
     # The reader process keeps at most RECORD_MEMORY records; beyond, it waits until the writer
     # has committed every batch it sent, forgets them, and reads them back as they are changed.
-    monkeypatch.setattr(sync, "RECORD_MEMORY", 2)
+    monkeypatch.setattr(historical, "RECORD_MEMORY", 2)
     seed_demo_activity(chain.w3, chain.deployment)
     indexer = Indexer(config_for(chain, batch_logs=2, initial_span=1, max_span=2))
     indexer.ensure_deployment()

@@ -187,7 +187,7 @@ def test_a_first_sync_shows_the_index_build_as_a_phase_with_its_duration(chain: 
         output, _ = process.communicate(timeout=30)
     assert process.returncode == 0, output
     count = len(indexes.secondary_indexes())
-    lines = [line.split(": ", 1)[1] for line in output.splitlines() if "indexer.sync: " in line]
+    lines = [line.split(": ", 1)[1] for line in output.splitlines() if "indexer.index_build: " in line]
     phases = [line for line in lines if line.startswith(("bulk backfill", "index build"))]
     assert phases[0] == f"bulk backfill from block {chain.deployment.start_block}: {count} secondary indexes " \
                         "deferred until it has caught up"

@@ -12,9 +12,10 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import DatabaseError, connection
 from django.db.migrations.executor import MigrationExecutor
 
+from indexer.config import IndexerConfig
 from indexer.errors import IndexerError, RpcError
 from indexer.rpc import interrupt_wait
-from indexer.sync import Indexer, IndexerConfig
+from indexer.sync import Indexer
 
 
 class Command(BaseCommand):

@@ -1,0 +1,61 @@
+"""The indexer's configuration, from settings (which read the environment: docs/operations.md)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.conf import settings
+
+from indexer.errors import IndexerError
+
+# The first getLogs span, in blocks: it doubles while ranges hold few logs and shrinks when they
+# hold many, so a small start costs a few quick requests on a quiet chain and keeps the first
+# batch of a busy one small (its decoding waits for the whole answer).
+INITIAL_SPAN = 16
+
+
+@dataclass(frozen=True)
+class IndexerConfig:
+    rpc_url: str
+    chain_id: int
+    contract_address: str
+    usdc_address: str
+    start_block: int
+    confirmations: int | str  # blocks, or a block tag the node resolves (safe, finalized)
+    poll_interval: float = 0.25
+    live_blocks: int = 32  # below the head: read one by one, then once more by range (BOUNTY_LIVE_BLOCKS)
+    initial_span: int = INITIAL_SPAN
+    max_span: int = 50_000
+    kept_blocks: int = 1_024
+    batch_logs: int = 4_000  # about this many logs per getLogs range and per committed batch
+    read_ahead: int = 3  # batches read and decoded ahead of the one being committed
+    rpc_timeout: float = 20.0  # seconds for each request to the node
+    max_concurrency: int = 16  # requests to the node in flight at most
+    requests_per_second: int | None = None  # the plan's budget of calls (None: the node's 429s tell)
+
+    @classmethod
+    def from_settings(cls) -> IndexerConfig:
+        """The configuration from settings; IndexerError naming every missing variable."""
+        rpc_url: str | None = settings.BOUNTY_RPC_URL
+        contract_address: str | None = settings.BOUNTY_CONTRACT_ADDRESS
+        usdc_address: str | None = settings.BOUNTY_USDC_ADDRESS
+        required = {"BOUNTY_RPC_URL": rpc_url, "BOUNTY_CONTRACT_ADDRESS": contract_address,
+                    "BOUNTY_USDC_ADDRESS": usdc_address}
+        missing = [name for name, value in required.items() if not value]
+        if missing or rpc_url is None or contract_address is None or usdc_address is None:
+            raise IndexerError(f"missing configuration: {', '.join(missing)} (see docs/operations.md, Configuration)")
+        return cls(
+            rpc_url=rpc_url,
+            chain_id=settings.BOUNTY_CHAIN_ID,
+            contract_address=contract_address.lower(),
+            usdc_address=usdc_address,
+            start_block=settings.BOUNTY_START_BLOCK,
+            confirmations=settings.BOUNTY_CONFIRMATIONS,
+            poll_interval=settings.BOUNTY_INDEXER_POLL_SECONDS,
+            live_blocks=settings.BOUNTY_LIVE_BLOCKS,
+            initial_span=min(INITIAL_SPAN, settings.BOUNTY_GETLOGS_MAX_BLOCKS),
+            max_span=settings.BOUNTY_GETLOGS_MAX_BLOCKS,
+            rpc_timeout=settings.BOUNTY_RPC_TIMEOUT_SECONDS,
+            max_concurrency=settings.BOUNTY_RPC_MAX_CONCURRENCY,
+            requests_per_second=settings.BOUNTY_RPC_MAX_REQUESTS_PER_SECOND,
+        )

@@ -1,0 +1,76 @@
+"""The start-up checks: the node is on the configured chain and holds the configured
+deployment, asked before the indexer writes anything (run_indexer refuses to start otherwise,
+saying which variable to change)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+from eth_utils.crypto import keccak
+
+from indexer.config import IndexerConfig
+from indexer.errors import IndexerError, RpcError
+from indexer.rpc import RpcClient
+
+USDC_DECIMALS = 6  # the amounts the service shows are in units of 10^-6 USDC
+
+
+def check_node(rpc: RpcClient, config: IndexerConfig, head: Callable[[], object]) -> None:
+    """Refuses a node on another chain, and a deployment the chain contradicts: no contract at
+    BOUNTY_CONTRACT_ADDRESS, one that does not answer the bounty contract's views, a token
+    other than the one it holds in BOUNTY_USDC_ADDRESS, or a token without 6 decimals. One
+    request: a far node costs one round trip here."""
+    contract, usdc = config.contract_address, config.usdc_address.lower()
+    chain_id, code = rpc.batch([("eth_chainId", []), ("eth_getCode", [contract, "latest"])])
+    chain_id = int(chain_id, 16)
+    if chain_id != config.chain_id:
+        raise IndexerError(
+            f"the node at {rpc.node} is on chain {chain_id}, "
+            f"but BOUNTY_CHAIN_ID is {config.chain_id}"
+        )
+    if code in (None, "0x", "0x0"):
+        raise IndexerError(f"no contract at BOUNTY_CONTRACT_ADDRESS {contract} on chain {chain_id}")
+    if isinstance(tag := config.confirmations, str):
+        try:
+            head()
+        except (RpcError, IndexerError) as exc:
+            raise IndexerError(f"the node at {rpc.node} does not give its {tag} block "
+                               f"(BOUNTY_CONFIRMATIONS={tag}): {exc}; set BOUNTY_CONFIRMATIONS to a number "
+                               "of blocks") from exc
+    holds, decimals = view_words(rpc, [(contract, "usdc()"), (usdc, "decimals()")])
+    if holds is None or int(holds, 16) >> 160:
+        raise IndexerError(
+            f"the contract at BOUNTY_CONTRACT_ADDRESS {contract} is not a bounty contract: usdc() answered "
+            f"{'nothing' if holds is None else holds} (is BOUNTY_CONTRACT_ADDRESS the token's address?)"
+        )
+    token = "0x" + holds[-40:].lower()
+    if token != usdc:
+        raise IndexerError(
+            f"the bounty contract at BOUNTY_CONTRACT_ADDRESS {contract} holds the token {token}, "
+            f"but BOUNTY_USDC_ADDRESS is {usdc}: set BOUNTY_USDC_ADDRESS={token}"
+        )
+    if decimals is None or int(decimals, 16) != USDC_DECIMALS:
+        raise IndexerError(
+            f"the token at BOUNTY_USDC_ADDRESS {usdc} answered decimals() = "
+            f"{'nothing' if decimals is None else int(decimals, 16)}, not {USDC_DECIMALS}"
+        )
+
+
+def view_words(rpc: RpcClient, views: list[tuple[str, str]]) -> list[str | None]:
+    """The 32-byte words views without arguments return at the latest block, as 64 hex digits
+    each, asked in one request; None for a view that reverts or returns something else."""
+    calls = [("eth_call", [{"to": address, "data": "0x" + keccak(text=signature)[:4].hex()}, "latest"])
+             for address, signature in views]
+    try:
+        answers: list[Any] = rpc.batch(calls)
+    except RpcError:  # a revert (no such function, no fallback that answers) fails the whole batch
+        answers = []
+        for call in calls:
+            try:
+                answers.append(rpc.call(*call))
+            except RpcError:
+                answers.append(None)
+    return [answer[2:] if isinstance(answer, str) and re.fullmatch(r"0x[0-9a-fA-F]{64}", answer) else None
+            for answer in answers]
