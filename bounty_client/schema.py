@@ -167,6 +167,8 @@ class HealthIndexer(TypedDict):
     confirmations: int
     confirmations_tag: Literal["safe", "finalized"] | None
     rate_limited: bool
+    rpc_calls_per_block: float | None
+    rpc_calls_per_day: float | None
     last_heartbeat: str | None
     indexes: Literal["ready", "deferred", "building"]
     backfill: HealthBackfill | None

@@ -37,6 +37,8 @@ class IndexerHealth(TypedDict):
     confirmations: int
     confirmations_tag: str | None
     rate_limited: bool  # the node limited the indexer's rate within the heartbeat window
+    rpc_calls_per_block: float | None  # JSON-RPC calls per new block while following the head
+    rpc_calls_per_day: float | None  # at the rate of the last minutes
     last_heartbeat: datetime | None
     indexes: str  # the record tables' secondary indexes: ready, deferred (a bulk backfill) or building
     backfill: BackfillProgress | None
@@ -52,7 +54,9 @@ def indexer_health(deployment: Deployment | None, *, now: datetime | None = None
     tagged block as last polled, and `confirmations` how deep it was then). `indexes`: whether
     the record tables' secondary indexes wait for a bulk backfill to end (indexer.indexes).
     `rate_limited`: the node refused a request for its rate within the heartbeat window (the
-    indexer slows down and goes on). `backfill`: the progress of the backfill under way, if any.
+    indexer slows down and goes on). `rpc_calls_per_block`, `rpc_calls_per_day`: what following
+    the head costs in calls to the node, measured over the last minutes (None until measured, or
+    while no indexer runs). `backfill`: the progress of the backfill under way, if any.
     `processes`: the `run_indexer` processes seen within the heartbeat, writer and standby."""
     depth: int | str = settings.BOUNTY_CONFIRMATIONS
     state = SyncState.objects.filter(deployment=deployment).first() if deployment is not None else None
@@ -78,6 +82,8 @@ def indexer_health(deployment: Deployment | None, *, now: datetime | None = None
         confirmations=confirmations,
         confirmations_tag=depth if isinstance(depth, str) else None,
         rate_limited=bool(state and state.rate_limited_at and now - state.rate_limited_at <= window),
+        rpc_calls_per_block=state.rpc_calls_per_block if state and running else None,
+        rpc_calls_per_day=state.rpc_calls_per_day if state and running else None,
         last_heartbeat=heartbeat,
         indexes=str(index_state()),
         backfill=_backfill(state),

@@ -151,6 +151,12 @@ class HealthIndexer(serializers.Serializer[Any]):
         help_text="the block tag the indexer indexes up to (BOUNTY_CONFIRMATIONS), or null for a number of blocks")
     rate_limited = serializers.BooleanField(
         help_text="the node refused the indexer's requests for their rate lately: it slows down and goes on")
+    rpc_calls_per_block = serializers.FloatField(
+        allow_null=True, help_text="JSON-RPC calls the indexer makes per new block while it follows the head, over "
+                                   "the last minutes; null until measured")
+    rpc_calls_per_day = serializers.FloatField(
+        allow_null=True, help_text="JSON-RPC calls a day at the indexer's rate of the last minutes; null until "
+                                   "measured")
     last_heartbeat = serializers.DateTimeField(allow_null=True)
     indexes = serializers.ChoiceField(
         choices=["ready", "deferred", "building"],

@@ -20,14 +20,26 @@ def test_a_recent_heartbeat_within_the_lag_threshold_is_running_and_synced() -> 
     deployment = make_deployment()
     now = timezone.now()
     SyncState.objects.filter(deployment=deployment).update(
-        last_indexed_block=98, head_block=100, last_heartbeat=now
+        last_indexed_block=98, head_block=100, last_heartbeat=now, rpc_calls_per_block=1.04, rpc_calls_per_day=89_856
     )
     health = indexer_health(deployment, now=now + timedelta(seconds=5))
     assert health == {
         "enabled": True, "running": True, "synced": True, "last_indexed_block": 98, "head_block": 100,
-        "lag_blocks": 0, "confirmations": 2, "confirmations_tag": None, "rate_limited": False, "last_heartbeat": now,
+        "lag_blocks": 0, "confirmations": 2, "confirmations_tag": None, "rate_limited": False,
+        "rpc_calls_per_block": 1.04, "rpc_calls_per_day": 89_856, "last_heartbeat": now,
         "indexes": "ready", "backfill": None, "processes": [],
     }
+
+
+@override_settings(BOUNTY_HEALTH_HEARTBEAT_SECONDS=60)
+def test_what_following_costs_is_not_reported_once_the_heartbeat_is_stale() -> None:
+    deployment = make_deployment()
+    now = timezone.now()
+    SyncState.objects.filter(deployment=deployment).update(
+        last_indexed_block=100, head_block=100, last_heartbeat=now - timedelta(seconds=61), rpc_calls_per_block=1.1,
+        rpc_calls_per_day=95_040)
+    health = indexer_health(deployment, now=now)
+    assert (health["rpc_calls_per_block"], health["rpc_calls_per_day"]) == (None, None)
 
 
 @override_settings(BOUNTY_HEALTH_HEARTBEAT_SECONDS=60)

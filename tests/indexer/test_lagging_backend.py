@@ -84,6 +84,7 @@ def test_following_through_a_lagging_backend_loses_no_record(chain: Chain, seed:
     assert_mirror_equals_chain(chain.board, deployment)
     assert_live_consumer_is_current(deployment)
     assert AppliedLog.objects.count() == record_log_count(chain.board), "every log applied once"
+    assert SyncState.objects.get().rpc_calls_per_block is not None  # what following costs, for /health
 
 
 def test_a_log_the_first_reading_lost_is_repaired_by_the_second(chain: Chain) -> None:

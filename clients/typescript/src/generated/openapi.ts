@@ -424,6 +424,16 @@ export interface components {
             confirmations_tag: "safe" | "finalized" | null;
             /** @description the node refused the indexer's requests for their rate lately: it slows down and goes on */
             rate_limited: boolean;
+            /**
+             * Format: double
+             * @description JSON-RPC calls the indexer makes per new block while it follows the head, over the last minutes; null until measured
+             */
+            rpc_calls_per_block: number | null;
+            /**
+             * Format: double
+             * @description JSON-RPC calls a day at the indexer's rate of the last minutes; null until measured
+             */
+            rpc_calls_per_day: number | null;
             /** Format: date-time */
             last_heartbeat: string | null;
             /**
