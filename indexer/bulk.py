@@ -30,6 +30,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.utils import timezone
 from psycopg import sql
 
+from indexer.backend import backend
 from records.fields import UINT256_DIGITS, UINT256_MAX, AddressField, Bytes32Field, UInt256Field
 
 _Convert = Callable[[Any], Any]
@@ -188,7 +189,7 @@ def insert_rows(model: type[models.Model], columns: Sequence[str], rows: _Rows) 
     the model's table."""
     if not rows:
         return
-    if connection.vendor == "postgresql":
+    if backend().writes_in_the_background:
         connection.ensure_connection()
         _copy(connections[DEFAULT_DB_ALIAS], model, columns, rows)
         return
@@ -260,7 +261,7 @@ class RowStream:
     def insert(self, model: type[models.Model], columns: Sequence[str], rows: _Rows) -> None:
         if not rows:
             return
-        if connection.vendor != "postgresql":
+        if not backend().writes_in_the_background:
             insert_rows(model, columns, rows)
             return
         if self._failure is not None:

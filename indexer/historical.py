@@ -16,8 +16,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from django.db import connection
-
+from indexer.backend import backend
 from indexer.commit import Committer, Prepared
 from indexer.config import IndexerConfig
 from indexer.errors import ChainChanged
@@ -86,7 +85,7 @@ class Historical:
                            first, safe, self.config.read_ahead, self.stop, in_process=True,
                            on_start=self.own_connections) as prepared_batches, collections_between_batches():
                 try:
-                    if connection.vendor == "postgresql":  # after the fork: no thread of ours in the reader
+                    if backend().writes_in_the_background:  # after the fork: no thread of ours in the reader
                         writer = BatchWriter(commit)
                     for n, prepared in enumerate(prepared_batches, start=1):
                         batch = prepared.batch

@@ -35,6 +35,7 @@ from django.db.backends.base.schema import BaseDatabaseSchemaEditor
 from django.db.models import Sum
 from django.utils import timezone
 
+from indexer.backend import backend
 from indexer.models import IndexState, IndexStateChoice
 from records.models import Bounty, Deployment, Dispute, Submission
 
@@ -82,9 +83,8 @@ def create_statements(indexes: list[SecondaryIndex], *, concurrently: bool) -> l
 
 def secondary_indexes(vendor: str | None = None) -> list[SecondaryIndex]:
     """The deferrable indexes on the default database's backend (or `vendor`'s)."""
-    vendor = vendor or connection.vendor
     indexes = [SecondaryIndex(model, index) for model in RECORD_MODELS for index in model._meta.indexes]
-    if vendor == "postgresql":
+    if backend(vendor=vendor).trigram_indexes:
         indexes += [SecondaryIndex(model, None) for model in RECORD_MODELS]
     return indexes
 
@@ -131,7 +131,7 @@ def _set_state(state: IndexStateChoice, deployment: Deployment | None) -> None:
 
 def _builds_in_progress() -> int:
     """Index builds running on the record tables now (PostgreSQL; SQLite's hold its write lock)."""
-    if connection.vendor != "postgresql":
+    if not backend().builds_beside_writes:
         return 0
     with connection.cursor() as cursor:
         cursor.execute("SELECT count(*) FROM pg_stat_progress_create_index p JOIN pg_class t ON t.oid = p.relid "
@@ -299,7 +299,7 @@ def build(deployment: Deployment | None = None, *, report: Callable[[str], None]
     _wait_for_builds(stop or threading.Event())
     _drop_invalid()
     try:
-        if connection.vendor == "postgresql":
+        if backend().builds_beside_writes:
             jobs = _postgresql_jobs(missing, concurrently=concurrently)
             _build_on_postgresql(jobs, len(jobs) if concurrently else BUILD_CONNECTIONS, stop or threading.Event())
         else:
