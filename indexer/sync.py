@@ -28,7 +28,7 @@ from django.utils import timezone
 
 from indexer.commit import Committer
 from indexer.config import IndexerConfig
-from indexer.errors import ChainChanged, IndexerError, NodeBehind
+from indexer.errors import ChainChanged, InconsistentChain, IndexerError, NodeBehind
 from indexer.fetch import BatchReader
 from indexer.historical import Historical
 from indexer.index_build import IndexBuilder
@@ -84,6 +84,8 @@ class Indexer:
         self._newest_seen = -1  # the highest head polled
         self._new_head_at = time.monotonic()  # when the head last moved
         self._tip_unchecked = True  # the indexed tip must be compared with the chain before reading on
+        self._inconsistent_at: int | None = None  # the indexed tip when an event lacked its record
+        self._in_phase = "historical"
         self._role: IndexerRole | None = None  # as last announced
         self._next_announce = 0.0
 
@@ -215,6 +217,7 @@ class Indexer:
             if self.rereads.due(state, settled) and self.rereads.reread(deployment, state, settled):
                 self.realtime.headers.clear()
                 return True
+            self._in_phase = "historical" if last < settled else "realtime"
             if last < settled:
                 self.historical.catch_up(deployment, state, self._tip_hash(deployment, last), last, settled, head)
                 return True
@@ -235,6 +238,26 @@ class Indexer:
             self._tip_unchecked = True
             self.realtime.headers.clear()
             return True
+        except InconsistentChain as inconsistent:
+            return self._wait_for_the_second_reading(deployment, inconsistent)
+
+    def _wait_for_the_second_reading(self, deployment: Deployment, inconsistent: InconsistentChain) -> bool:
+        """An event of a record the mirror lacks. A block read one by one may have lost the
+        record's creation (a node that omits a log): indexing waits (False) until the blocks
+        read so are read a second time by range (indexer.reread, which repairs a lost log), the
+        failing block's too: once it is deep enough, the historical phase reads it by range.
+        An event read by range after blocks all read twice means the mirror really lacks the
+        record (BOUNTY_START_BLOCK after the contract's deployment): the indexer stops, saying so."""
+        state = SyncState.objects.get(deployment=deployment)
+        last = state.last_indexed_block if state.last_indexed_block is not None else self.config.start_block - 1
+        read_twice = state.reread_block if state.reread_block is not None else self.config.start_block - 1
+        if read_twice >= last and self._in_phase == "historical":
+            raise inconsistent
+        if self._inconsistent_at != last:
+            self._inconsistent_at = last
+            logger.warning("%s; waiting for the second reading of the blocks after %d, which repairs a log the "
+                           "node lost, before believing it", inconsistent, read_twice)
+        return False
 
     def _poll(self) -> tuple[int, int]:
         """The head and safe head, teaching the block clock whether the head moved; a head that

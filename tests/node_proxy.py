@@ -98,6 +98,7 @@ class NodeLimits:
     behind_blocks: int = 3
     seed: int = 0  # of the draw that routes each call to a backend
     blank_bloom_once: frozenset[int] = frozenset()  # blocks whose first header, logs by hash, receipts hold no log
+    empty_logs_once: frozenset[int] = frozenset()  # blocks whose first getLogs by hash answers [] (bloom true)
 
 
 @dataclass
@@ -416,9 +417,13 @@ class NodeProxy:
         of answering `[]` as it does for a range."""
         block_hash = query["blockHash"]
         number = await self._number_of_hash(block_hash) if behind or self.limits.blank_bloom_once \
-            or block_hash in self._gap_hashes else None
+            or self.limits.empty_logs_once or block_hash in self._gap_hashes else None
         if await self._unseen(number, behind):
             return {"error": {"code": -32000, "message": "unknown block"}}
+        if number in self.limits.empty_logs_once and ("emptied", number) not in self._blanked:
+            self._blanked.add(("emptied", number))
+            self.stats.blanked += 1
+            return {"result": []}  # the header's bloom and the receipts still hold the logs
         if number is not None and self._in_gap(number):
             logs: list[dict[str, Any]] = []
         else:

@@ -5,17 +5,18 @@ that omits a block's logs once, and each provider's wording of a range refusal."
 
 from __future__ import annotations
 
+import logging
 import signal
 from collections.abc import Callable
 
 import pytest
 from django.conf import settings
 
-from contracts.demo import seed_demo_activity
+from contracts.demo import _Demo, seed_demo_activity
 from indexer.models import AppliedLog, ChangeLogEntry, SyncState
 from indexer.reread import REREAD_EVERY
 from indexer.sync import Indexer
-from records.models import Bounty, Deployment
+from records.models import Bounty, Deployment, Dispute
 from tests.chain import USDC, Chain
 from tests.indexer.conftest import catch_up_to_head, config_for, process_env
 from tests.indexer.mirror import assert_live_consumer_is_current, assert_mirror_equals_chain, record_log_count
@@ -139,3 +140,50 @@ def test_a_first_sync_through_each_providers_wording_is_exact_and_learns_the_cap
     assert indexer.deployment is not None
     assert_mirror_equals_chain(chain.board, indexer.deployment)
     assert AppliedLog.objects.count() == record_log_count(chain.board)
+
+
+def test_an_event_of_a_record_the_node_lost_waits_for_the_second_reading_instead_of_stopping(
+        chain: Chain, caplog: pytest.LogCaptureFixture) -> None:
+    """The run that stopped for ever: a SubmissionCreated lost, then a dispute of that submission.
+    Indexing waits at the dispute until the second reading has repaired the submission."""
+    demo = _Demo(chain.w3, chain.deployment)
+    live = 4
+    with NodeProxy(chain.deployment.rpc_url, NodeLimits()) as node:
+        indexer = Indexer(config_for(chain, rpc_url=node.url, live_blocks=live))
+        indexer.check_node()
+        indexer.ensure_deployment()
+        bounty = demo.create_bounty(demo.actors.poster, "lost and found", 10, 3600)
+        catch_up_to_head(indexer)
+        node.limits.blank_bloom_once = frozenset({chain.w3.eth.block_number + 2})  # the approval, then submit
+        submission = demo.submit(bounty, demo.actors.claimants[0], "a submission the node loses once")
+        demo.dispute(submission, demo.actors.grouts[0], "disputed before it is found")
+        with caplog.at_level(logging.WARNING, logger="indexer.sync"):
+            catch_up_to_head(indexer)  # waits at the dispute: no exception
+        assert "waiting for the second reading" in caplog.text
+        assert not Dispute.objects.exists()
+
+        _mine(chain, live + REREAD_EVERY)
+        catch_up_to_head(indexer)
+    assert indexer.metrics.reread_repairs._value.get() == 1
+    assert indexer.deployment is not None
+    assert_mirror_equals_chain(chain.board, indexer.deployment)
+    assert_live_consumer_is_current(indexer.deployment)
+
+
+def test_a_matching_bloom_with_an_empty_answer_is_confirmed_by_the_receipts(
+        chain: Chain, caplog: pytest.LogCaptureFixture) -> None:
+    """getLogs by hash answers nothing once for a block whose bloom holds the contract's record:
+    the block's receipts hold the log, and the first reading takes it from them."""
+    with NodeProxy(chain.deployment.rpc_url, NodeLimits()) as node:
+        indexer = Indexer(config_for(chain, rpc_url=node.url, live_blocks=8))
+        indexer.check_node()
+        indexer.ensure_deployment()
+        catch_up_to_head(indexer)
+        node.limits.empty_logs_once = frozenset({chain.w3.eth.block_number + 2})
+        _bounty(chain, "ipfs://in-the-receipts")
+        with caplog.at_level(logging.WARNING, logger="indexer.realtime"):
+            catch_up_to_head(indexer)
+        assert node.stats.blanked == 1 and node.stats.calls["eth_getBlockReceipts"] == 1
+    assert list(Bounty.objects.values_list("prompt", flat=True)) == ["ipfs://in-the-receipts"]
+    assert "answered eth_getLogs for block" in caplog.text and "but its receipts hold 1 record logs" in caplog.text
+    assert indexer.metrics.reread_repairs._value.get() == 0

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from contracts.demo import _Demo
 from contracts.devchain import _deploy, free_port
 from indexer import indexes
 from indexer.models import IndexStateChoice, SyncState
@@ -56,6 +57,19 @@ def test_it_refuses_a_node_on_another_chain(chain: Chain) -> None:
     result = run(process_env(chain, BOUNTY_CHAIN_ID="1"))
     assert result.returncode == 1
     assert "is on chain 91342, but BOUNTY_CHAIN_ID is 1" in result.stderr
+
+
+def test_a_start_block_after_the_contracts_deployment_stops_it_saying_so_without_a_traceback(chain: Chain) -> None:
+    demo = _Demo(chain.w3, chain.deployment)
+    bounty = demo.create_bounty(demo.actors.poster, "created before the start block", 10, 3600)
+    start_block = chain.w3.eth.block_number + 1
+    demo.submit(bounty, demo.actors.claimants[0], "a submission of a bounty the mirror never saw")
+    chain.w3.provider.make_request("anvil_mine", [hex(64)])  # type: ignore[arg-type]  # read by range, twice
+    result = run(process_env(chain, BOUNTY_START_BLOCK=str(start_block)))
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "bounty 1 is not in the mirror; is BOUNTY_START_BLOCK after the contract's deployment block?" in \
+        result.stderr
+    assert "Traceback" not in result.stderr
 
 
 @pytest.mark.parametrize("missing", ["BOUNTY_RPC_URL", "BOUNTY_CONTRACT_ADDRESS", "BOUNTY_USDC_ADDRESS"])
