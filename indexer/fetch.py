@@ -54,6 +54,7 @@ class LogFetcher:
     refused: int | None = None  # the smallest span refused
     _since_refusal: int = 0  # ranges answered since the last refusal or probe
     _probing: int | None = None  # the ceiling before a probe past it
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)  # ranges are read on several threads
 
     def fetch(self, start: int, end: int) -> tuple[int, list[dict[str, Any]]]:
         """Logs of the record events in [start, to] for some start <= to <= end; returns (to, logs)."""
@@ -68,15 +69,17 @@ class LogFetcher:
                       "topics": [RECORD_EVENT_TOPICS]}],
                 )
             except RangeTooLarge as exc:
-                suggested = self._refused(start, to, exc)
+                with self._lock:
+                    suggested = self._refused(start, to, exc)
                 continue
             except (RetriesExhausted, BatchTooLarge):
                 raise
             except RpcError as exc:
                 if is_not_served(exc):
                     raise IndexerError(f"the node at {self.rpc.node} cannot serve eth_getLogs: {exc}") from exc
-                self._refused(start, to, RangeTooLarge(str(exc), refusal=RefusalKind.TOO_MUCH, provider="unknown",
-                                                       code=exc.code, data=exc.data))
+                with self._lock:
+                    self._refused(start, to, RangeTooLarge(str(exc), refusal=RefusalKind.TOO_MUCH, provider="unknown",
+                                                           code=exc.code, data=exc.data))
                 continue
             if not isinstance(logs, list):
                 raise IndexerError(f"eth_getLogs answered {type(logs).__name__}, not a list")
@@ -85,7 +88,8 @@ class LogFetcher:
                 if block is not None and not start <= block <= to:
                     raise IndexerError(f"the node at {self.rpc.node} answered eth_getLogs for blocks {start}-{to} "
                                        f"with a log of block {block}: {log}")
-            self._answered(to - start + 1, len(logs))
+            with self._lock:
+                self._answered(to - start + 1, len(logs))
             return to, logs
 
     def _span(self) -> int:
@@ -120,7 +124,8 @@ class LogFetcher:
         if self._probing is not None and size > self._probing:  # a probe refused: back to the ceiling before it
             self.ceiling = self.span = self._probing
             self._probing = None
-            self.refused = size if self.refused is None else min(self.refused, size)
+            if exc.refusal == RefusalKind.CAP:
+                self.refused = size if self.refused is None else min(self.refused, size)
             return None
         suggested = exc.last if exc.last is not None and start <= exc.last < to else None
         if exc.refusal == RefusalKind.CAP and exc.cap is not None and exc.cap < size:
@@ -132,8 +137,9 @@ class LogFetcher:
             allowed = max(1, size // 2)
         self.span = allowed
         if not (exc.refusal == RefusalKind.CAP and exc.cap is not None):
-            self.refused = size if self.refused is None else min(self.refused, size)
             self.ceiling = allowed if self.ceiling is None else min(self.ceiling, allowed)
+        if exc.refusal == RefusalKind.CAP and exc.cap is None:  # a cap it does not name: never probed past
+            self.refused = size if self.refused is None else min(self.refused, size)
         logger.info("the node at %s refused blocks %d-%d (%s: %s); asking %d blocks", self.rpc.node, start, to,
                     exc.provider, exc.refusal, allowed)
         return suggested

@@ -87,12 +87,15 @@ class BlockClock:
     """When the next block is due, learnt from the chain.
 
     The block time is the median of the recent headers' timestamp steps. A block can be seen some
-    time after its timestamp (`delay`): set from the poll that first saw a block, then drawn
-    earlier by a few milliseconds a block for as long as each due poll finds its block, so that
-    a poll that comes too early (and is asked again `step` later) is rare. Without a block time
-    (too few blocks yet, or blocks that share a timestamp) it polls every `poll_interval`."""
+    time after its timestamp (`delay`, which also holds how far this machine's clock is off the
+    chain's): set by a poll that found a block a step after one that came too early, then drawn
+    earlier by a twentieth of a step each block found at the first poll, so that a poll too early
+    (asked again a `step` later) is rare. After three polls that find nothing (a slot without a
+    block, a chain that halted) the polls space out, doubling up to a quarter of the block time.
+    Without a block time (too few blocks yet, or blocks that share a timestamp) it polls every
+    `poll_interval`."""
 
-    DRAW_IN = 0.005  # of the block time, by which each block found at the first poll moves the next poll earlier
+    DRAW_IN = 1 / 20  # of a step, by which each block found at the first poll moves the next poll earlier
 
     def __init__(self, poll_interval: float) -> None:
         self.poll_interval = poll_interval
@@ -100,7 +103,8 @@ class BlockClock:
         self.delay = 0.0  # seconds after its timestamp a block is seen
         self._steps: collections.deque[float] = collections.deque(maxlen=32)
         self._last: tuple[int, int] | None = None  # the newest block seen: number, timestamp
-        self._missed = False  # a poll since the last block found nothing new
+        self._missed = 0  # polls since the last block that found nothing new
+        self._missed_at = 0.0  # when the last of them was sent (wall-clock seconds)
 
     @property
     def step(self) -> float:
@@ -117,16 +121,22 @@ class BlockClock:
             median = statistics.median(self._steps) if len(self._steps) >= 3 else None
             self.block_time = median if median else None
             if self.block_time is not None:
-                if self._missed or number > last[0] + 1:  # found after a poll too early, or late: as seen
-                    self.delay = min(self.block_time, sent - timestamp)
-                else:
-                    self.delay -= self.DRAW_IN * self.block_time
+                if self._missed:  # found after a poll too early: it came between that poll and this one
+                    # (a local clock ahead of the chain's adds to it: no cap)
+                    earliest, latest = self._missed_at - timestamp, sent - timestamp
+                    if latest - earliest <= 2 * self.step:  # asked a step apart: it was seen about then
+                        self.delay = latest
+                    else:  # asked long apart (a slot without a block before it): as known, within the bounds
+                        self.delay = min(latest, max(earliest, self.delay))
+                else:  # found at the first poll: earlier next time, by more if blocks came between
+                    self.delay -= self.DRAW_IN * self.step + (number - last[0] - 1) * self.block_time
         self._last = number, timestamp
-        self._missed = False
+        self._missed = 0
 
-    def missed(self) -> None:
-        """A poll found no new block."""
-        self._missed = True
+    def missed(self, sent: float | None = None) -> None:
+        """A poll sent at `sent` (wall-clock seconds; default now) found no new block."""
+        self._missed += 1
+        self._missed_at = time.time() if sent is None else sent
 
     def wait(self, now: float | None = None) -> float:
         """Seconds until the next poll."""
@@ -134,6 +144,8 @@ class BlockClock:
             return self.poll_interval
         now = time.time() if now is None else now
         due = self._last[1] + self.block_time + self.delay
+        if self._missed > 3:  # a slot without a block, or a chain that halted: ask less and less often
+            return max(self.step, min(self.step * 2.0 ** (self._missed - 3), self.block_time / 4))
         if self._missed or due <= now:
             return self.step
         return min(due - now, self.block_time + self.step)
@@ -165,18 +177,23 @@ class HeaderChain:
     def linked(self, first: int, last: int, parent: str | None) -> tuple[int, bool]:
         """The newest block up to `last` whose headers from `first` hang together from `parent`
         (the indexed tip's hash; None: no check), first - 1 when the first does not; and whether
-        a link was broken. The headers from a broken link on are dropped: they are asked again."""
+        a link was broken. A broken link drops every header kept: a header below it may be the
+        stale one (a block since replaced), so all are asked again."""
         expected = parent
         for number in range(first, last + 1):
             header = self._headers.get(number)
             if header is None:
                 return number - 1, False
             if expected is not None and header.get("parentHash") != expected:
-                for stale in [n for n in self._headers if n >= number]:
-                    del self._headers[stale]
-                return number - 1, True
+                self._headers.clear()
+                return first - 1, True
             expected = header["hash"]
         return last, False
+
+    def forget_from(self, number: int) -> None:
+        """Drops the headers from `number` on (a block the node lacks may have been replaced)."""
+        for stale in [n for n in self._headers if n >= number]:
+            del self._headers[stale]
 
     def missing(self, first: int, last: int) -> list[int]:
         return [n for n in range(first, last + 1) if n not in self._headers]
@@ -204,19 +221,60 @@ class LiveReader:
             headers.append(header)
         return headers
 
-    def logs(self, header: Header) -> list[Log]:
-        """The contract's record logs of this block. NodeBehind when the node lacks the block."""
-        if not self.bloom.may_hold(header.get("logsBloom")):
-            return []
-        block_hash, number = header["hash"], header["number"]
-        logs = self.rpc.call("eth_getLogs", [{"blockHash": block_hash, "address": self.address,
-                                              "topics": [RECORD_EVENT_TOPICS]}], behind_retries=0)
+    def logs(self, headers: list[Header]) -> list[list[Log]]:
+        """The contract's record logs of each block, in one request for every block whose bloom
+        may hold one (a node far away answers a round trip later: the blocks of a hand-over are
+        many). Once the node lacks a block, the blocks before it: NodeBehind when it lacks the first."""
+        wanted = [header for header in headers if self.bloom.may_hold(header.get("logsBloom"))]
+        answers: dict[str, Any] = {}
+        if wanted:
+            try:
+                answers = dict(zip((h["hash"] for h in wanted),
+                                   self.rpc.batch([self._get_logs(header) for header in wanted], behind_retries=0),
+                                   strict=True))
+            except (NodeBehind, RpcError):  # one of them: asked one by one, up to the first that fails
+                answers = {}
+        read: list[list[Log]] = []
+        for header in headers:
+            try:
+                if header["hash"] in answers:
+                    raw = answers[header["hash"]]
+                elif header in wanted:
+                    raw = self._call(*self._get_logs(header))
+                else:
+                    read.append([])
+                    continue
+                read.append(self._taken(header, raw))
+            except NodeBehind:
+                if not read:
+                    raise
+                break
+        return read
+
+    def _call(self, method: str, params: list[Any]) -> Any:
+        """One call about one block. A refusal other than a method not served (a query timeout,
+        a node that takes only block numbers for receipts) is asked again at the next poll, as
+        a node behind is: NodeBehind."""
+        try:
+            return self.rpc.call(method, params, behind_retries=0)
+        except NodeBehind:
+            raise
+        except RpcError as exc:
+            if is_not_served(exc):
+                raise
+            logger.warning("the node at %s refused %s for one block (%s); asking again", self.rpc.node, method, exc)
+            raise NodeBehind(f"{method} refused: {exc}") from exc
+
+    def _get_logs(self, header: Header) -> tuple[str, list[Any]]:
+        return "eth_getLogs", [{"blockHash": header["hash"], "address": self.address, "topics": [RECORD_EVENT_TOPICS]}]
+
+    def _taken(self, header: Header, logs: Any) -> list[Log]:
+        """A getLogs answer for a block whose bloom may hold a record log, checked; confirmed by
+        the block's receipts when empty."""
         if not isinstance(logs, list):
-            raise NodeBehind(f"eth_getLogs for block {int(number, 16)} answered {logs!r}")
+            raise NodeBehind(f"eth_getLogs for block {int(header['number'], 16)} answered {logs!r}")
         checked = self._checked(header, logs, "eth_getLogs")
-        if not checked:
-            checked = self._confirmed_empty(header)
-        return checked
+        return checked or self._confirmed_empty(header)
 
     def _checked(self, header: Header, logs: list[Any], source: str) -> list[Log]:
         """The contract's logs, not removed, in log order, if every log is of this block (its hash
@@ -238,7 +296,7 @@ class LiveReader:
         if not self._receipts_served:
             return []
         try:
-            receipts = self.rpc.call("eth_getBlockReceipts", [header["hash"]], behind_retries=0)
+            receipts = self._call("eth_getBlockReceipts", [header["hash"]])
         except RpcError as exc:
             if not is_not_served(exc):
                 raise
@@ -271,11 +329,11 @@ class Realtime:
         self.headers = HeaderChain()
 
     def follow(self, deployment: Deployment, parent: str | None, last: int, head: int, safe: int,
-               latest: Header | None) -> bool:
+               latest: Header | None) -> None:
         """Blocks last+1..safe one by one, through headers that hang together from `parent` (the
         indexed tip's hash) up to the head, whose header the poll brought (`latest`; None with a
-        block tag). True when it should run again at once (headers were dropped); ChainChanged
-        when the block after the tip is not its child."""
+        block tag); ChainChanged when the block after the tip is not its child. Blocks whose
+        headers do not hang together, or that the node lacks, wait for the next poll."""
         top = head if latest is not None else safe  # the blocks indexed must be ancestors of the newest header known
         if latest is not None:
             self.headers.add(latest)
@@ -284,18 +342,24 @@ class Realtime:
         for header in self.live.headers(missing):
             if header is not None:  # None: a backend behind the others; asked again next time
                 self.headers.add(header)
+        first = self.headers.get(last + 1)
         newest, broken = self.headers.linked(last + 1, top, parent)
-        if broken and newest == last:
-            raise ChainChanged(f"block {last + 1} is not the child of the indexed block {last}")
+        if broken:
+            if first is not None and first.get("parentHash") != parent:
+                raise ChainChanged(f"block {last + 1} is not the child of the indexed block {last}")
+            return  # a header kept from an earlier poll was replaced: all are asked again next time
         memory = RecordMemory()
-        for number in range(last + 1, min(newest, safe) + 1):
-            header = self.headers.get(number)
-            assert header is not None  # linked
-            events = self.reader.events_of(self.live.logs(header), number, number)
+        headers = [self.headers.get(number) for number in range(last + 1, min(newest, safe) + 1)]
+        read = self.live.logs([header for header in headers if header is not None])  # all there: linked
+        for header, logs in zip(headers, read, strict=False):
+            assert header is not None
+            number = int(header["number"], 16)
+            events = self.reader.events_of(logs, number, number)
             batch = Batch(number, number, head, number, events, {number: header}, parent, self.rpc.tally.take(),
                           by_range=False)
             self.committer.commit(deployment, batch, memory)
             parent = header["hash"]
             self.headers.forget_to(number)
-        self.committer.calls.blocks(min(newest, safe), self.committer.metrics)
-        return broken
+        if len(read) < len(headers):  # the node lacked a block, perhaps since replaced: asked again
+            self.headers.forget_from(last + 1 + len(read))
+        self.committer.calls.blocks(last + len(read), self.committer.metrics)

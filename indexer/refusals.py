@@ -71,7 +71,8 @@ WORDINGS: tuple[Wording, ...] = (
     # ---- the node lags behind the blocks asked for
     _wording("OP proxyd", NODE_BEHIND, r"block is out of range"),
     _wording("Avalanche", NODE_BEHIND, r"after last accepted block"),
-    _wording("geth, reth", NODE_BEHIND, r"unknown block|header not found|block not found|"
+    # ("safe block not found": a chain without that tag, no lag; startup.py says so)
+    _wording("geth, reth", NODE_BEHIND, r"unknown block|header not found|(?<!safe )(?<!finalized )block not found|"
                                         r"could not find block|cannot query unfinalized data"),
     # ---- generic: what nobody has written down yet
     _wording("any", TRY_RANGE, rf"(?:try|use|retry with) (?:this |the )?(?:block )?range:? {_RANGE}"),

@@ -55,8 +55,15 @@ class Reorganisations:
         """Undoes every log above block `ancestor`, as a reorganisation from there does (a log the
         first reading lost: indexer.reread)."""
         state = SyncState.objects.get(deployment=deployment)
-        if state.last_indexed_block is not None and state.last_indexed_block > ancestor:
-            self._roll_back(deployment, ancestor, state.last_indexed_block)
+        if state.last_indexed_block is None or state.last_indexed_block <= ancestor:
+            return
+        # The newest block at or below it whose hash is kept: the next batch's parent is checked against it.
+        kept = IndexedBlock.objects.filter(deployment=deployment, number__lte=ancestor).order_by("-number").values_list(
+            "number", flat=True).first()
+        if kept is None and ancestor >= self.start_block:
+            raise ReorgTooDeep(f"no kept block hash at or below block {ancestor} to roll back to: re-index this "
+                               "deployment from BOUNTY_START_BLOCK into an empty database")
+        self._roll_back(deployment, kept if kept is not None else self.start_block - 1, state.last_indexed_block)
 
     def _common_ancestor(self, deployment: Deployment, tip: int) -> int:
         stored = list(IndexedBlock.objects.filter(deployment=deployment).order_by("-number")

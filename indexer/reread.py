@@ -17,7 +17,7 @@ its batches, this module over the blocks the realtime phase read.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from indexer.errors import ChainChanged, NodeBehind
 from indexer.events import UndecodableLog, decode_log
@@ -30,6 +30,7 @@ from records.models import Deployment
 logger = logging.getLogger(__name__)
 
 REREAD_EVERY = 16  # blocks gathered for one second reading while following the head
+GONE_TRIES = 3  # second readings that lack a log the first reading holds, before the first is believed
 
 LogKey = tuple[int, int, str, str]  # block number, log index, block hash, transaction hash
 
@@ -40,6 +41,7 @@ class Rereads:
     reorganisations: Reorganisations
     metrics: IndexerMetrics
     start_block: int
+    _gone: dict[tuple[int, int], int] = field(default_factory=dict)  # range -> readings that lacked logs
 
     def pending(self, state: SyncState, settled: int) -> tuple[int, int] | None:
         """The blocks indexed but not read by range yet that are deep enough now."""
@@ -76,16 +78,25 @@ class Rereads:
                   .values_list("block_number", "log_index", "block_hash", "tx_hash")}
         lost, gone = sorted(chain - ledger), sorted(ledger - chain)
         if not lost and not gone:
-            SyncState.objects.filter(pk=state.pk, reread_block=state.reread_block).update(reread_block=last)
-            state.reread_block = last
+            self._read_twice(state, last)
             return False
         hashes = dict(IndexedBlock.objects.filter(deployment=deployment, number__range=(first, last))
                       .values_list("number", "hash"))
         if any(hashes.get(key[0]) not in (None, key[2]) for key in lost + gone):
             raise ChainChanged(f"the second reading of blocks {first}-{last} found logs of other block hashes")
-        if not lost:  # the ledger holds logs the range lacks, of the blocks as indexed: the range's answer
-            raise NodeBehind(f"the second reading of blocks {first}-{last} lacks {len(gone)} logs the mirror "
-                             f"holds of the same blocks ({gone[:3]}): a node behind, asked again later")
+        if gone:  # the ledger holds logs the range lacks, of the blocks as indexed: the range's answer
+            tries = self._gone[(first, last)] = self._gone.get((first, last), 0) + 1
+            if tries < GONE_TRIES:
+                raise NodeBehind(f"the second reading of blocks {first}-{last} lacks {len(gone)} logs the mirror "
+                                 f"holds of the same blocks ({gone[:3]}): a node behind, asked again later")
+            logger.warning("the second reading of blocks %d-%d lacked %d logs the first reading took from the "
+                           "block itself %d times: the node's range index omits them (%s); the mirror keeps them",
+                           first, last, len(gone), tries, gone)
+            if not lost:
+                del self._gone[(first, last)]
+                self._read_twice(state, last)
+                return False
+        self._gone.pop((first, last), None)
         block = lost[0][0]
         logger.warning("the second reading of blocks %d-%d holds %d logs the first reading lost: %s; the mirror "
                        "held %s. Rolling back to block %d to read them again", first, last, len(lost),
@@ -94,6 +105,11 @@ class Rereads:
         self.metrics.reread_repairs.inc()
         self.reorganisations.roll_back_to(deployment, block - 1)
         return True
+
+    @staticmethod
+    def _read_twice(state: SyncState, last: int) -> None:
+        SyncState.objects.filter(pk=state.pk, reread_block=state.reread_block).update(reread_block=last)
+        state.reread_block = last
 
     @staticmethod
     def _key(raw: dict[str, object]) -> LogKey | None:

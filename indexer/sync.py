@@ -225,10 +225,10 @@ class Indexer:
                 self._caught_up(state, head, safe)
                 return False
             numbered = not isinstance(self.config.confirmations, str)
-            again = self.realtime.follow(deployment, self._tip_hash(deployment, last), last, head, safe,
-                                         self._latest if numbered else None)
+            self.realtime.follow(deployment, self._tip_hash(deployment, last), last, head, safe,
+                                 self._latest if numbered else None)
             self.announce(IndexerRole.WRITER)
-            return again
+            return False  # what the poll showed is indexed: the next poll when the next block is due
         except NodeBehind as behind:
             logger.info("%s; asking again", behind)
             self.clock.missed()
@@ -270,7 +270,7 @@ class Indexer:
             self.clock.seen(head, int(latest["timestamp"], 16), sent)
             self._newest_seen, self._new_head_at = head, time.monotonic()
         else:
-            self.clock.missed()
+            self.clock.missed(sent)
             if time.monotonic() - self._new_head_at >= IDLE_CHECK_SECONDS:
                 self._new_head_at = time.monotonic()
                 self._tip_unchecked = True

@@ -177,14 +177,14 @@ def test_a_malformed_log_does_not_decode(chain: Chain, tamper: Tamper) -> None:
 
 
 class MalformedCopies(RpcClient):
-    """A node whose eth_getLogs answers also hold two malformed copies of each log."""
+    """A node whose eth_getLogs answers (by range, and by block hash in a batch) also hold two
+    malformed copies of each log."""
 
-    def call(self, method: str, params: Sequence[Any], *, behind_retries: int | None = None) -> Any:
-        result = super().call(method, params, behind_retries=behind_retries)
-        if method != "eth_getLogs":
-            return result
+    def batch(self, calls: Sequence[tuple[str, Sequence[Any]]], *, behind_retries: int | None = None) -> list[Any]:
+        results = super().batch(calls, behind_retries=behind_retries)
         tampers = (MALFORMED["a-topic-missing"], MALFORMED["data-not-hex"])
-        return [*result, *(tamper(log) for log in result for tamper in tampers)]
+        return [[*result, *(tamper(log) for log in result for tamper in tampers)] if method == "eth_getLogs" else result
+                for (method, _), result in zip(calls, results, strict=True)]
 
 
 def test_the_indexer_skips_a_log_that_does_not_decode_and_says_so(chain: Chain, db: None,

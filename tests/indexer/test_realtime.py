@@ -33,47 +33,70 @@ def _header(number: int, parent: str) -> dict[str, str]:
     return {"number": hex(number), "hash": f"0x{number:064x}", "parentHash": parent}
 
 
-def test_headers_hang_together_from_the_indexed_tip_and_a_broken_link_drops_those_above() -> None:
+def test_headers_hang_together_from_the_indexed_tip_and_a_broken_link_drops_them_all() -> None:
     chain = HeaderChain()
     for number in range(11, 16):
         chain.add(_header(number, f"0x{number - 1:064x}"))
     assert chain.linked(11, 15, f"0x{10:064x}") == (15, False)
     assert chain.linked(11, 17, f"0x{10:064x}") == (15, False)  # 16 not here yet
     assert chain.missing(11, 17) == [16, 17]
-    chain.add(_header(14, "0x" + "ee" * 32))  # 14 replaced by a block of another branch
-    assert chain.linked(11, 15, f"0x{10:064x}") == (13, True)
-    assert chain.missing(11, 15) == [14, 15]
+    chain.add(_header(14, "0x" + "ee" * 32))  # 14 replaced by a block of another branch: 13 may be stale too
+    assert chain.linked(11, 15, f"0x{10:064x}") == (10, True)
+    assert chain.missing(11, 15) == [11, 12, 13, 14, 15]
+    chain.add(_header(11, f"0x{10:064x}"))
     assert chain.linked(11, 13, "0x" + "aa" * 32) == (10, True)  # the tip is not 11's parent
 
 
-def _simulate(blocks: int, delay: float, jitter: float, seed: int = 7) -> tuple[float, list[float]]:
-    """Polls the way the indexer does (one call each) a chain of 1-second blocks, each seen `delay`
-    (plus up to `jitter`) after its timestamp; calls per block, and how late each block was seen."""
+def _simulate(blocks: int, delay: float, jitter: float, seed: int = 7,
+              missing: float = 0.0, block_time: int = 1) -> tuple[float, list[float]]:
+    """Polls the way the indexer does (one call each) a chain of blocks every `block_time`
+    seconds (a share `missing` of the slots empty), each seen `delay` (plus up to `jitter`) after
+    its timestamp by this machine's clock; calls per block once it has learnt the block time (from
+    the 10th block on), and how late each block was seen."""
     rng = random.Random(seed)
-    visible = [t + delay + rng.uniform(0, jitter) for t in range(blocks)]  # block n: timestamp n
+    slots: list[int] = []
+    slot = 0
+    while len(slots) < blocks:
+        if rng.random() >= missing:
+            slots.append(slot * block_time)
+        slot += 1
+    visible = [t + delay + rng.uniform(0, jitter) for t in slots]
     clock = BlockClock(poll_interval=0.25)
     now, newest, calls = 0.0, -1, 0
     late: list[float] = []
     while newest < blocks - 1:
-        calls += 1
-        head = max((n for n in range(newest, min(blocks, int(now) + 2)) if visible[n] <= now), default=newest)
+        calls += newest >= 10
+        head = newest
+        while head + 1 < blocks and visible[head + 1] <= now:
+            head += 1
         if head > newest:
-            clock.seen(head, head, now)
+            clock.seen(head, slots[head], now)
             late.extend(now - visible[n] for n in range(newest + 1, head + 1))
             newest = head
         else:
-            clock.missed()
+            clock.missed(now)
         now += clock.wait(now)
-    return calls / blocks, late
+    return calls / (blocks - 11), late
 
 
-@pytest.mark.parametrize(("delay", "jitter"), [(0.05, 0.0), (0.3, 0.1), (0.8, 0.15)])
+@pytest.mark.parametrize(("delay", "jitter"), [
+    pytest.param(0.05, 0.0, id="seen-at-once"),
+    pytest.param(0.3, 0.1, id="a-node-300ms-behind"),
+    pytest.param(0.8, 0.15, id="late-in-the-second"),
+    pytest.param(2.5, 0.1, id="a-local-clock-2.5s-ahead"),
+])
 def test_the_block_clock_asks_about_once_a_block_and_soon_after_it_can_be_seen(delay: float, jitter: float) -> None:
     per_block, late = _simulate(600, delay, jitter)
     steady = sorted(late[60:])  # once it has learnt the chain
     assert per_block <= 1.2
     assert steady[len(steady) // 2] <= 0.15  # the median block is seen within 150 ms
     assert steady[int(0.9 * len(steady))] <= 0.25
+
+
+def test_slots_without_a_block_cost_few_polls() -> None:
+    per_block, late = _simulate(200, 0.3, 0.05, missing=0.1, block_time=12)
+    assert per_block <= 2.0
+    assert sorted(late)[len(late) // 2] <= 0.3
 
 
 def test_without_a_block_time_it_polls_every_poll_interval() -> None:
