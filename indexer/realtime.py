@@ -46,6 +46,9 @@ from records.models import Deployment
 logger = logging.getLogger(__name__)
 
 Header = dict[str, Any]
+# A block's logs or receipts the node lacks are asked again at once this many times (after the
+# client's short backoff): behind a load balancer the next request likely meets another backend.
+BEHIND_RETRIES = 2
 Log = dict[str, Any]
 
 
@@ -128,8 +131,10 @@ class BlockClock:
                         self.delay = latest
                     else:  # asked long apart (a slot without a block before it): as known, within the bounds
                         self.delay = min(latest, max(earliest, self.delay))
-                else:  # found at the first poll: earlier next time, by more if blocks came between
-                    self.delay -= self.DRAW_IN * self.step + (number - last[0] - 1) * self.block_time
+                else:  # found at the first poll: earlier next time, by more if blocks came between; and
+                    # never later than it was seen (a timestamp that jumped ahead shows it came early)
+                    self.delay = min(self.delay - self.DRAW_IN * self.step - (number - last[0] - 1) * self.block_time,
+                                     sent - timestamp)
         self._last = number, timestamp
         self._missed = 0
 
@@ -230,7 +235,8 @@ class LiveReader:
         if wanted:
             try:
                 answers = dict(zip((h["hash"] for h in wanted),
-                                   self.rpc.batch([self._get_logs(header) for header in wanted], behind_retries=0),
+                                   self.rpc.batch([self._get_logs(header) for header in wanted],
+                                                  behind_retries=BEHIND_RETRIES),
                                    strict=True))
             except (NodeBehind, RpcError):  # one of them: asked one by one, up to the first that fails
                 answers = {}
@@ -256,7 +262,7 @@ class LiveReader:
         a node that takes only block numbers for receipts) is asked again at the next poll, as
         a node behind is: NodeBehind."""
         try:
-            return self.rpc.call(method, params, behind_retries=0)
+            return self.rpc.call(method, params, behind_retries=BEHIND_RETRIES)
         except NodeBehind:
             raise
         except RpcError as exc:

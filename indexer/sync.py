@@ -270,7 +270,8 @@ class Indexer:
             self.clock.seen(head, int(latest["timestamp"], 16), sent)
             self._newest_seen, self._new_head_at = head, time.monotonic()
         else:
-            self.clock.missed(sent)
+            if head == self._newest_seen:  # too early; a lower head is a backend behind, no lesson for the clock
+                self.clock.missed(sent)
             if time.monotonic() - self._new_head_at >= IDLE_CHECK_SECONDS:
                 self._new_head_at = time.monotonic()
                 self._tip_unchecked = True
