@@ -341,19 +341,23 @@ class Realtime:
         block tag); ChainChanged when the block after the tip is not its child. Blocks whose
         headers do not hang together, or that the node lacks, wait for the next poll."""
         top = head if latest is not None else safe  # the blocks indexed must be ancestors of the newest header known
-        if latest is not None:
-            self.headers.add(latest)
         self.headers.forget_to(last)
-        missing = self.headers.missing(last + 1, top)
-        for header in self.live.headers(missing):
-            if header is not None:  # None: a backend behind the others; asked again next time
-                self.headers.add(header)
-        first = self.headers.get(last + 1)
-        newest, broken = self.headers.linked(last + 1, top, parent)
-        if broken:
-            if first is not None and first.get("parentHash") != parent:
+        for attempt in range(2):  # a broken link drops the headers kept: asked again at once, once
+            if latest is not None:
+                self.headers.add(latest)
+            missing = self.headers.missing(last + 1, top)
+            for header in self.live.headers(missing):
+                if header is not None:  # None: a backend behind the others; asked again next time
+                    self.headers.add(header)
+            first = self.headers.get(last + 1)
+            newest, broken = self.headers.linked(last + 1, top, parent)
+            if not broken:
+                break
+            fresh = attempt or (latest is not None and last + 1 == head)  # not a header kept from before
+            if fresh and first is not None and first.get("parentHash") != parent:
                 raise ChainChanged(f"block {last + 1} is not the child of the indexed block {last}")
-            return  # a header kept from an earlier poll was replaced: all are asked again next time
+        else:
+            return  # the node's headers do not hang together (backends on two branches): the next poll
         memory = RecordMemory()
         headers = [self.headers.get(number) for number in range(last + 1, min(newest, safe) + 1)]
         read = self.live.logs([header for header in headers if header is not None])  # all there: linked

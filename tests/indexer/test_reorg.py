@@ -136,6 +136,29 @@ def test_a_reorg_deeper_than_the_kept_hashes_stops_the_indexer(chain: Chain, db:
     assert Bounty.objects.count() == 6, "nothing is half rolled back"
 
 
+@pytest.mark.parametrize("confirmations", [1, 2])
+def test_a_reorg_among_the_headers_waiting_for_their_confirmations_indexes_only_the_new_branch(
+        chain: Chain, db: None, confirmations: int) -> None:
+    """Headers polled while their blocks were too shallow to index are kept; a reorganisation that
+    replaces them must not let a kept one be indexed."""
+    indexer = Indexer(config_for(chain, confirmations=confirmations))
+    indexer.ensure_deployment()
+    _fund(chain)
+    catch_up_to_head(indexer)
+    fork = _snapshot(chain)
+    _bounty(chain, "ipfs://orphaned")  # polled as the head, kept, not yet deep enough
+    catch_up_to_head(indexer)
+    assert not Bounty.objects.exists()
+    _revert(chain, fork)
+    _bounty(chain, "ipfs://new-branch", reward=9 * USDC)
+    for _ in range(confirmations):
+        chain.mine()
+    catch_up_to_head(indexer)
+    assert list(Bounty.objects.values_list("prompt", flat=True)) == ["ipfs://new-branch"]
+    assert not ChangeLogEntry.objects.filter(type="bounty.removed").exists(), "the orphan was never indexed"
+    assert_consistent(chain, indexer)
+
+
 def test_only_blocks_past_the_confirmations_are_indexed(chain: Chain, db: None) -> None:
     indexer = Indexer(config_for(chain, confirmations=3))
     indexer.ensure_deployment()
