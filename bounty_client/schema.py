@@ -169,6 +169,8 @@ class HealthIndexer(TypedDict):
     rate_limited: bool
     rpc_calls_per_block: float | None
     rpc_calls_per_day: float | None
+    node_unreachable_since: str | None
+    node_unreachable_seconds: int | None
     last_heartbeat: str | None
     indexes: Literal["ready", "deferred", "building"]
     backfill: HealthBackfill | None

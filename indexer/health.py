@@ -39,6 +39,8 @@ class IndexerHealth(TypedDict):
     rate_limited: bool  # the node limited the indexer's rate within the heartbeat window
     rpc_calls_per_block: float | None  # JSON-RPC calls per new block while following the head
     rpc_calls_per_day: float | None  # at the rate of the last minutes
+    node_unreachable_since: datetime | None  # the node has not answered the running indexer since then
+    node_unreachable_seconds: int | None
     last_heartbeat: datetime | None
     indexes: str  # the record tables' secondary indexes: ready, deferred (a bulk backfill) or building
     backfill: BackfillProgress | None
@@ -56,7 +58,9 @@ def indexer_health(deployment: Deployment | None, *, now: datetime | None = None
     `rate_limited`: the node refused a request for its rate within the heartbeat window (the
     indexer slows down and goes on). `rpc_calls_per_block`, `rpc_calls_per_day`: what following
     the head costs in calls to the node, measured over the last minutes (None until measured, or
-    while no indexer runs). `backfill`: the progress of the backfill under way, if any.
+    while no indexer runs). `node_unreachable_since`, `node_unreachable_seconds`: the node has not
+    answered the running indexer since then (it keeps asking). `backfill`: the progress of the
+    backfill under way, if any.
     `processes`: the `run_indexer` processes seen within the heartbeat, writer and standby."""
     depth: int | str = settings.BOUNTY_CONFIRMATIONS
     state = SyncState.objects.filter(deployment=deployment).first() if deployment is not None else None
@@ -72,6 +76,7 @@ def indexer_health(deployment: Deployment | None, *, now: datetime | None = None
     now = now or timezone.now()
     window = timedelta(seconds=settings.BOUNTY_HEALTH_HEARTBEAT_SECONDS)
     running = heartbeat is not None and now - heartbeat <= window
+    unreachable = state.node_unreachable_since if state and running else None
     return IndexerHealth(
         enabled=bool(settings.BOUNTY_RPC_URL),
         running=running,
@@ -84,6 +89,8 @@ def indexer_health(deployment: Deployment | None, *, now: datetime | None = None
         rate_limited=bool(state and state.rate_limited_at and now - state.rate_limited_at <= window),
         rpc_calls_per_block=state.rpc_calls_per_block if state and running else None,
         rpc_calls_per_day=state.rpc_calls_per_day if state and running else None,
+        node_unreachable_since=unreachable,
+        node_unreachable_seconds=None if unreachable is None else max(0, int((now - unreachable).total_seconds())),
         last_heartbeat=heartbeat,
         indexes=str(index_state()),
         backfill=_backfill(state),

@@ -64,6 +64,10 @@ class IndexerMetrics:
             "bounty_indexer_reread_repairs", "Logs the first reading of a block near the head lost and its second "
             "reading by range found (each repaired by rolling back to the block before).", _DEPLOYMENT,
             registry=registry).labels(*labels)
+        self.node_unreachable_seconds = gauge(
+            "bounty_indexer_node_unreachable_seconds",
+            "Seconds since the node stopped answering (connection refused, timeouts, 5xx); 0 while it answers. "
+            "The indexer keeps asking.").labels(*labels)
         self.rpc_calls_per_block = gauge("bounty_indexer_rpc_calls_per_block",
                                          "JSON-RPC calls per new block while following the head, over the last "
                                          "minutes.").labels(*labels)

@@ -79,6 +79,8 @@ class SyncState(models.Model):
     # What following the head costs, measured over the last minutes (for /health).
     rpc_calls_per_block = models.FloatField(null=True, blank=True)
     rpc_calls_per_day = models.FloatField(null=True, blank=True)
+    node_unreachable_since = models.DateTimeField(null=True, blank=True,
+                                                  help_text="since when the node has not answered (None: it does)")
 
     def __str__(self) -> str:
         return f"sync state of {self.deployment}"

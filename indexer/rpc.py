@@ -251,22 +251,25 @@ class RpcClient:
         if self.stop.wait(0 if self._given_sleep is not None else seconds):
             raise Stopped("stopped while waiting to retry a request to the node")
 
-    def call(self, method: str, params: Sequence[Any], *, behind_retries: int | None = None) -> Any:
+    def call(self, method: str, params: Sequence[Any], *, behind_retries: int | None = None,
+             failures: int | None = None) -> Any:
         """One JSON-RPC call; its result, or the classified exception."""
-        return self.batch([(method, params)], behind_retries=behind_retries)[0]
+        return self.batch([(method, params)], behind_retries=behind_retries, failures=failures)[0]
 
-    def batch(self, calls: Sequence[tuple[str, Sequence[Any]]], *, behind_retries: int | None = None) -> list[Any]:
+    def batch(self, calls: Sequence[tuple[str, Sequence[Any]]], *, behind_retries: int | None = None,
+              failures: int | None = None) -> list[Any]:
         """Several calls, in as few requests as the node admits; results in the order of `calls`.
 
         An error in any call raises its classified exception (after retries if transient). A node
         that lags behind the blocks asked for (NodeBehind) is asked again for as long as the
-        indexer runs, or `behind_retries` times (0: the caller waits its own way)."""
+        indexer runs, or `behind_retries` times (0: the caller waits its own way). Other transient
+        failures give up (RetriesExhausted) after `failures` attempts (default: the backoff's)."""
         results: list[Any] = []
         start = 0
         while start < len(calls):
             size = min(self.max_batch, len(calls) - start)
             try:
-                results.extend(self._request(calls[start : start + size], behind_retries))
+                results.extend(self._request(calls[start : start + size], behind_retries, failures))
             except BatchTooLarge as refused:
                 if size == 1:
                     raise RpcError(f"the node at {self.node} refuses even a single call: {refused}") from refused
@@ -278,7 +281,8 @@ class RpcClient:
             start += size
         return results
 
-    def _request(self, calls: Sequence[tuple[str, Sequence[Any]]], behind_retries: int | None = None) -> list[Any]:
+    def _request(self, calls: Sequence[tuple[str, Sequence[Any]]], behind_retries: int | None = None,
+                 attempts: int | None = None) -> list[Any]:
         """One request, retried while it fails transiently: for ever when the node limits the rate
         (halving a batch that keeps meeting the limit) or lags behind (up to `behind_retries`
         times when given), `backoff.attempts` times otherwise."""
@@ -301,7 +305,7 @@ class RpcClient:
                 else:
                     limited = 0
                     failures += 1
-                    if failures >= self.backoff.attempts:
+                    if failures >= (attempts or self.backoff.attempts):
                         raise RetriesExhausted(
                             f"the node at {self.node}: {exc} (gave up after {failures} attempts)") from exc
                 delay = self.backoff.delay(retries, exc.retry_after)

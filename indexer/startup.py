@@ -15,6 +15,7 @@ from indexer.errors import IndexerError, RpcError
 from indexer.rpc import RpcClient
 
 USDC_DECIMALS = 6  # the amounts the service shows are in units of 10^-6 USDC
+FIRST_CALL_FAILURES = 3  # transient failures of the first call before the node counts as unreachable
 
 
 def check_node(rpc: RpcClient, config: IndexerConfig, head: Callable[[], object]) -> None:
@@ -23,7 +24,8 @@ def check_node(rpc: RpcClient, config: IndexerConfig, head: Callable[[], object]
     other than the one it holds in BOUNTY_USDC_ADDRESS, or a token without 6 decimals. One
     request: a far node costs one round trip here."""
     contract, usdc = config.contract_address, config.usdc_address.lower()
-    chain_id, code = rpc.batch([("eth_chainId", []), ("eth_getCode", [contract, "latest"])])
+    chain_id, code = rpc.batch([("eth_chainId", []), ("eth_getCode", [contract, "latest"])],
+                               failures=FIRST_CALL_FAILURES)  # an unreachable node: said at once (then waited for)
     chain_id = int(chain_id, 16)
     if chain_id != config.chain_id:
         raise IndexerError(

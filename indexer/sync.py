@@ -19,7 +19,8 @@ import os
 import socket
 import threading
 import time
-from datetime import timedelta
+from collections.abc import Callable
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -40,7 +41,7 @@ from indexer.pipeline import database_connections_of_our_own
 from indexer.realtime import BlockClock, Realtime
 from indexer.reorg import Reorganisations
 from indexer.reread import Rereads
-from indexer.rpc import RpcClient, Stopped
+from indexer.rpc import RetriesExhausted, RpcClient, Stopped
 from indexer.startup import check_node
 from indexer.transitions import chain_time
 from records.models import Deployment
@@ -49,8 +50,12 @@ __all__ = ["Indexer", "IndexerConfig"]
 
 logger = logging.getLogger(__name__)
 
+UNREACHABLE_WAIT_CAP = 30.0  # seconds between two tries of a node that does not answer, at most
 IDLE_CHECK_SECONDS = 5.0  # without a new head, how often the indexed tip is compared with the chain
-ANNOUNCE_SECONDS = 5.0  # how often a process records itself in IndexerProcess (for /health)
+ANNOUNCE_SECONDS = 5.0
+# Transient failures of a poll of the head before the node counts as unreachable (then the
+# indexer's own backoff, up to UNREACHABLE_WAIT_CAP): /health says so within seconds.
+HEAD_POLL_FAILURES = 3  # how often a process records itself in IndexerProcess (for /health)
 
 
 class Indexer:
@@ -86,6 +91,8 @@ class Indexer:
         self._tip_unchecked = True  # the indexed tip must be compared with the chain before reading on
         self._inconsistent_at: int | None = None  # the indexed tip when an event lacked its record
         self._in_phase = "historical"
+        self._unreachable_since: datetime | None = None  # when the node stopped answering
+        self._unreachable_tries = 0
         self._role: IndexerRole | None = None  # as last announced
         self._next_announce = 0.0
 
@@ -112,7 +119,7 @@ class Indexer:
         """Backfills, then follows the head until `stop` is set. Another process holding the
         deployment's writer lock makes this one stand by until the lock is free."""
         try:
-            self.check_node()
+            self._until_the_node_answers(self.check_node)
             self.ensure_deployment()
             self.metrics.is_writer.set(0)
             self.announce(IndexerRole.STANDBY)
@@ -138,12 +145,18 @@ class Indexer:
         logger.info("indexer stopped")
 
     def _follow(self) -> None:
-        self.prepare()
+        self._until_the_node_answers(self.prepare)
         builder: threading.Thread | None = None
         try:
             while not self.stop.is_set():
-                if self.catch_up():
+                try:
+                    if self.catch_up():
+                        self._node_answers()
+                        continue
+                except RetriesExhausted as exc:
+                    self._node_unreachable(exc)
                     continue
+                self._node_answers()
                 deployment = self.deployment or self.ensure_deployment()
                 if (builder is None or not builder.is_alive()) and self.index_builder.due(deployment):
                     builder = self.index_builder.start(deployment)
@@ -151,6 +164,49 @@ class Indexer:
         finally:
             if builder is not None:
                 builder.join()
+
+    # ------------------------------------------------------------------ a node that does not answer
+
+    def _until_the_node_answers(self, step: Callable[[], None]) -> None:
+        """Runs `step` until the node has answered it: an unreachable node is never fatal."""
+        while True:
+            try:
+                step()
+            except RetriesExhausted as exc:
+                self._node_unreachable(exc)
+                continue
+            self._node_answers()
+            return
+
+    def _node_unreachable(self, exc: RetriesExhausted) -> None:
+        """The node has not answered (connection refused, DNS, timeouts, 5xx) after a request's
+        retries: said in the log, /health (`indexer.node_unreachable_since`, with the heartbeat:
+        the indexer runs) and the metrics, then asked again after a capped backoff, for as long as
+        it runs. Stopped when asked to stop meanwhile."""
+        now = timezone.now()
+        if self._unreachable_since is None:
+            self._unreachable_since = now
+            logger.warning("%s; asking again for as long as it takes", exc)
+        seconds = (now - self._unreachable_since).total_seconds()
+        self.metrics.node_unreachable_seconds.set(seconds)
+        if self.deployment is not None:
+            with contextlib.suppress(DatabaseError):
+                SyncState.objects.filter(deployment=self.deployment).update(
+                    node_unreachable_since=self._unreachable_since, last_heartbeat=now)
+        self._unreachable_tries += 1
+        if self.stop.wait(min(UNREACHABLE_WAIT_CAP, 0.5 * 2 ** min(self._unreachable_tries, 8))):
+            raise Stopped("stopped while the node did not answer")
+
+    def _node_answers(self) -> None:
+        if self._unreachable_since is None:
+            return
+        seconds = (timezone.now() - self._unreachable_since).total_seconds()
+        logger.warning("the node at %s answers again after %.0f s", self.rpc.node, seconds)
+        self._unreachable_since, self._unreachable_tries = None, 0
+        self.metrics.node_unreachable_seconds.set(0)
+        if self.deployment is not None:
+            with contextlib.suppress(DatabaseError):
+                SyncState.objects.filter(deployment=self.deployment).update(node_unreachable_since=None)
 
     def announce(self, role: IndexerRole) -> None:
         """Records this process and its role for /health: at once on a change of role, then
@@ -303,7 +359,7 @@ class Indexer:
         calls = [("eth_getBlockByNumber", ["latest", False])]
         if isinstance(depth, str):
             calls.append(("eth_getBlockByNumber", [depth, False]))
-        answers = self.rpc.batch(calls)
+        answers = self.rpc.batch(calls, failures=HEAD_POLL_FAILURES)
         for tag, header in zip(("latest", depth), answers, strict=False):
             if not isinstance(header, dict) or "number" not in header:
                 raise IndexerError(f"the node at {self.rpc.node} answered {header!r} for its {tag} block")

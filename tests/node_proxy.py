@@ -133,6 +133,7 @@ class NodeProxy:
         self._blanked: set[tuple[str, int]] = set()  # (what, block) answered once already
         self._gap_hashes: dict[str, int] = {}  # the hashes of gap blocks handed out, to their numbers
         self._in_flight = 0
+        self._down = False  # between go_down and come_back
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._serve, name="node-proxy", daemon=True)
@@ -148,6 +149,20 @@ class NodeProxy:
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(5)
         self._loop.close()
+
+    def go_down(self) -> None:
+        """The node goes away: its port refuses connections (and the open ones are closed) until
+        `come_back`, as a provider's maintenance or a network blip does."""
+        self._down = True  # a connection kept alive is cut at its next request
+        asyncio.run_coroutine_threadsafe(self._site.stop(), self._loop).result(10)
+
+    def come_back(self) -> None:
+        async def restart() -> None:
+            self._down = False
+            self._site = web.TCPSite(self._runner, "127.0.0.1", self.port)
+            await self._site.start()
+
+        asyncio.run_coroutine_threadsafe(restart(), self._loop).result(10)
 
     async def _shutdown(self) -> None:
         await self._runner.cleanup()  # closes the connections still open and their handlers
@@ -166,7 +181,8 @@ class NodeProxy:
         app.router.add_post("/{tail:.*}", self._handle)
         self._runner = runner = web.AppRunner(app, access_log=None)
         self._loop.run_until_complete(runner.setup())
-        self._loop.run_until_complete(web.TCPSite(runner, "127.0.0.1", self.port).start())
+        self._site = web.TCPSite(runner, "127.0.0.1", self.port)
+        self._loop.run_until_complete(self._site.start())
         self._session = self._loop.run_until_complete(self._open_session())
         self._ready.set()
         self._loop.run_forever()
@@ -175,7 +191,10 @@ class NodeProxy:
     async def _open_session() -> ClientSession:
         return ClientSession()
 
-    async def _handle(self, request: web.Request) -> web.Response:
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        if self._down and request.transport is not None:
+            request.transport.abort()  # as a node gone away: no answer, the connection reset
+            return web.Response(status=503)
         self._in_flight += 1
         self.stats.max_in_flight = max(self.stats.max_in_flight, self._in_flight)
         try:

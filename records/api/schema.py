@@ -157,6 +157,11 @@ class HealthIndexer(serializers.Serializer[Any]):
     rpc_calls_per_day = serializers.FloatField(
         allow_null=True, help_text="JSON-RPC calls a day at the indexer's rate of the last minutes; null until "
                                    "measured")
+    node_unreachable_since = serializers.DateTimeField(
+        allow_null=True, help_text="the node has not answered the running indexer since then (it keeps asking, and "
+                                   "status is degraded); null while it answers")
+    node_unreachable_seconds = serializers.IntegerField(
+        allow_null=True, help_text="how long the node has not answered the running indexer; null while it answers")
     last_heartbeat = serializers.DateTimeField(allow_null=True)
     indexes = serializers.ChoiceField(
         choices=["ready", "deferred", "building"],

@@ -234,7 +234,8 @@ class Health(APIView):
                                      "detail": f"database unreachable: {type(exc).__name__}"}, status=503)
             unreachable["Cache-Control"] = "no-store"
             return unreachable
-        degraded = health["enabled"] and not (health["running"] and health["synced"])
+        degraded = health["enabled"] and not (health["running"] and health["synced"]
+                                              and health["node_unreachable_since"] is None)
         contract = settings.BOUNTY_CONTRACT_ADDRESS
         usdc = settings.BOUNTY_USDC_ADDRESS
         body = {
@@ -248,6 +249,7 @@ class Health(APIView):
             "indexer": {
                 **health,
                 "last_heartbeat": rfc3339(health["last_heartbeat"]) if health["last_heartbeat"] else None,
+                "node_unreachable_since": rfc3339(since) if (since := health["node_unreachable_since"]) else None,
                 "processes": [{**process, "last_seen": rfc3339(process["last_seen"])}
                               for process in health["processes"]],
             },

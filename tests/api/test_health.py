@@ -88,6 +88,20 @@ def test_an_enabled_indexer_that_is_not_running_and_synced_is_degraded(
         True, running, synced)
 
 
+def test_a_running_synced_indexer_whose_node_does_not_answer_is_degraded_saying_since_when(
+        api: Client, settings: Any, active: Deployment) -> None:
+    settings.BOUNTY_RPC_URL = "http://127.0.0.1:8545"
+    settings.BOUNTY_CONFIRMATIONS = 0
+    since = timezone.now().replace(microsecond=0) - timedelta(seconds=42)
+    indexer_at(active, last=100, head=100, heartbeat=timezone.now())
+    SyncState.objects.filter(deployment=active).update(node_unreachable_since=since)
+    body = health(api)
+    assert body["status"] == "degraded"
+    assert (body["indexer"]["running"], body["indexer"]["synced"]) == (True, True)
+    assert body["indexer"]["node_unreachable_since"] == h.rfc3339(since)
+    assert 42 <= body["indexer"]["node_unreachable_seconds"] <= 44
+
+
 def test_it_answers_before_the_active_deployment_is_indexed(api: Client, other_chain: Deployment) -> None:
     body = health(api)
     assert body["status"] == "ok" and body["indexer"]["last_indexed_block"] is None

@@ -180,8 +180,9 @@ class MalformedCopies(RpcClient):
     """A node whose eth_getLogs answers (by range, and by block hash in a batch) also hold two
     malformed copies of each log."""
 
-    def batch(self, calls: Sequence[tuple[str, Sequence[Any]]], *, behind_retries: int | None = None) -> list[Any]:
-        results = super().batch(calls, behind_retries=behind_retries)
+    def batch(self, calls: Sequence[tuple[str, Sequence[Any]]], *, behind_retries: int | None = None,
+              failures: int | None = None) -> list[Any]:
+        results = super().batch(calls, behind_retries=behind_retries, failures=failures)
         tampers = (MALFORMED["a-topic-missing"], MALFORMED["data-not-hex"])
         return [[*result, *(tamper(log) for log in result for tamper in tampers)] if method == "eth_getLogs" else result
                 for (method, _), result in zip(calls, results, strict=True)]

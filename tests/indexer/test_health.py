@@ -26,9 +26,24 @@ def test_a_recent_heartbeat_within_the_lag_threshold_is_running_and_synced() -> 
     assert health == {
         "enabled": True, "running": True, "synced": True, "last_indexed_block": 98, "head_block": 100,
         "lag_blocks": 0, "confirmations": 2, "confirmations_tag": None, "rate_limited": False,
-        "rpc_calls_per_block": 1.04, "rpc_calls_per_day": 89_856, "last_heartbeat": now,
+        "rpc_calls_per_block": 1.04, "rpc_calls_per_day": 89_856, "node_unreachable_since": None,
+        "node_unreachable_seconds": None, "last_heartbeat": now,
         "indexes": "ready", "backfill": None, "processes": [],
     }
+
+
+@override_settings(BOUNTY_HEALTH_HEARTBEAT_SECONDS=60)
+@pytest.mark.parametrize(("heartbeat_age", "reported"), [(5, True), (61, False)])
+def test_a_node_that_does_not_answer_the_running_indexer_is_reported_with_how_long(heartbeat_age: int,
+                                                                                   reported: bool) -> None:
+    deployment = make_deployment()
+    now = timezone.now()
+    SyncState.objects.filter(deployment=deployment).update(
+        last_indexed_block=100, head_block=100, last_heartbeat=now - timedelta(seconds=heartbeat_age),
+        node_unreachable_since=now - timedelta(seconds=95))
+    health = indexer_health(deployment, now=now)
+    expected = (now - timedelta(seconds=95), 95) if reported else (None, None)
+    assert (health["node_unreachable_since"], health["node_unreachable_seconds"]) == expected
 
 
 @override_settings(BOUNTY_HEALTH_HEARTBEAT_SECONDS=60)

@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import logging
 import signal
+import time
 from collections.abc import Callable
 
 import pytest
 from django.conf import settings
 
 from contracts.demo import _Demo, seed_demo_activity
+from indexer.health import indexer_health
 from indexer.models import AppliedLog, ChangeLogEntry, SyncState
 from indexer.reread import REREAD_EVERY
 from indexer.sync import Indexer
@@ -187,3 +189,35 @@ def test_a_matching_bloom_with_an_empty_answer_is_confirmed_by_the_receipts(
     assert list(Bounty.objects.values_list("prompt", flat=True)) == ["ipfs://in-the-receipts"]
     assert "answered eth_getLogs for block" in caplog.text and "but its receipts hold 1 record logs" in caplog.text
     assert indexer.metrics.reread_repairs._value.get() == 0
+
+
+def test_a_node_that_goes_away_for_a_while_is_waited_for_and_caught_up_with(chain: Chain) -> None:
+    """Connection refused for 8 s, as a provider's maintenance: run_indexer keeps asking, /health
+    says so within seconds (degraded, since when), and the indexer catches up once it answers."""
+    with NodeProxy(chain.deployment.rpc_url, NodeLimits()) as node:
+        process = start(process_env(chain, BOUNTY_RPC_URL=node.url))
+        try:
+            _bounty(chain, "ipfs://before-the-outage")
+            wait_until(lambda: Bounty.objects.filter(prompt="ipfs://before-the-outage").exists())
+            node.go_down()
+            went = time.monotonic()
+            _bounty(chain, "ipfs://during-the-outage")
+            wait_until(lambda: SyncState.objects.get().node_unreachable_since is not None, timeout=10)
+            noticed = time.monotonic() - went
+            deployment = Deployment.objects.get()
+            health = indexer_health(deployment)
+            assert health["running"] and health["node_unreachable_since"] is not None
+            time.sleep(max(0.0, 8 - (time.monotonic() - went)))
+            assert process.poll() is None, "the indexer is still running"
+            assert (indexer_health(deployment)["node_unreachable_seconds"] or 0) >= 5
+            node.come_back()
+            wait_until(lambda: Bounty.objects.filter(prompt="ipfs://during-the-outage").exists(), timeout=40)
+            wait_until(lambda: SyncState.objects.get().node_unreachable_since is None, timeout=10)
+        finally:
+            process.send_signal(signal.SIGTERM)
+            output, _ = process.communicate(timeout=30)
+    assert process.returncode == 0, output
+    assert noticed < 5, f"/health knew after {noticed:.1f} s"
+    assert "asking again for as long as it takes" in output and "answers again after" in output
+    assert "Traceback" not in output
+    assert_mirror_equals_chain(chain.board, Deployment.objects.get())

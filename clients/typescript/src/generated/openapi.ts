@@ -434,6 +434,13 @@ export interface components {
              * @description JSON-RPC calls a day at the indexer's rate of the last minutes; null until measured
              */
             rpc_calls_per_day: number | null;
+            /**
+             * Format: date-time
+             * @description the node has not answered the running indexer since then (it keeps asking, and status is degraded); null while it answers
+             */
+            node_unreachable_since: string | null;
+            /** @description how long the node has not answered the running indexer; null while it answers */
+            node_unreachable_seconds: number | null;
             /** Format: date-time */
             last_heartbeat: string | null;
             /**
