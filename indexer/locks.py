@@ -9,6 +9,7 @@ process dies, so a crashed indexer never leaves a stale lock behind.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import logging
@@ -87,7 +88,8 @@ def _advisory_lock(params: dict[str, Any], key: int, stop: threading.Event, poll
         try:
             yield
         finally:
-            conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+            with contextlib.suppress(psycopg.Error):  # a session gone (the server restarted) took its lock along
+                conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
 
 
 @contextmanager

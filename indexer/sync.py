@@ -14,6 +14,7 @@ next poll asks again.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import os
 import socket
@@ -23,8 +24,9 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
+import psycopg
 from django.conf import settings
-from django.db import DatabaseError
+from django.db import DatabaseError, InterfaceError, OperationalError, connection, connections
 from django.utils import timezone
 
 from indexer.commit import Committer
@@ -50,6 +52,9 @@ __all__ = ["Indexer", "IndexerConfig"]
 
 logger = logging.getLogger(__name__)
 
+# A database that cannot be reached (restarting, failing over): Django's errors, and psycopg's for the
+# writer lock's own session.
+DATABASE_GONE = (OperationalError, InterfaceError, psycopg.OperationalError, psycopg.InterfaceError)
 UNREACHABLE_WAIT_CAP = 30.0  # seconds between two tries of a node that does not answer, at most
 IDLE_CHECK_SECONDS = 5.0  # without a new head, how often the indexed tip is compared with the chain
 ANNOUNCE_SECONDS = 5.0
@@ -117,25 +122,16 @@ class Indexer:
 
     def run(self) -> None:
         """Backfills, then follows the head until `stop` is set. Another process holding the
-        deployment's writer lock makes this one stand by until the lock is free."""
+        deployment's writer lock makes this one stand by until the lock is free. A node that does
+        not answer is waited for; a database that goes away (a restart, a failover) is reconnected
+        to, and the lock taken again, or stood by for if another indexer took it meanwhile."""
         try:
             self._until_the_node_answers(self.check_node)
-            self.ensure_deployment()
-            self.metrics.is_writer.set(0)
-            self.announce(IndexerRole.STANDBY)
-            with deployment_lock(self.config.chain_id, self.config.contract_address, self.stop,
-                                 poll=min(2.0, self.config.poll_interval),
-                                 on_wait=lambda: self.announce(IndexerRole.STANDBY)):
-                self.metrics.is_writer.set(1)
-                self.announce(IndexerRole.WRITER)
-                depth = self.config.confirmations
-                logger.info("indexing chain %d contract %s from block %d up to %s",
-                            self.config.chain_id, self.config.contract_address, self.config.start_block,
-                            f"the node's {depth} block" if isinstance(depth, str) else f"{depth} confirmations")
+            while not self.stop.is_set():
                 try:
-                    self._follow()
-                finally:
-                    self.metrics.is_writer.set(0)
+                    self._write_or_stand_by()
+                except DATABASE_GONE as gone:
+                    self._until_the_database_answers(gone)
         except (Stopped, LockWaitInterrupted) as stopped:
             logger.info("%s", stopped)
         finally:
@@ -143,6 +139,45 @@ class Indexer:
                 with contextlib.suppress(DatabaseError):
                     IndexerProcess.objects.filter(deployment=self.deployment, name=self.name).delete()
         logger.info("indexer stopped")
+
+    def _write_or_stand_by(self) -> None:
+        self.ensure_deployment()
+        self.metrics.is_writer.set(0)
+        self.announce(IndexerRole.STANDBY)
+        with deployment_lock(self.config.chain_id, self.config.contract_address, self.stop,
+                             poll=min(2.0, self.config.poll_interval),
+                             on_wait=lambda: self.announce(IndexerRole.STANDBY)):
+            self.metrics.is_writer.set(1)
+            self.announce(IndexerRole.WRITER)
+            depth = self.config.confirmations
+            logger.info("indexing chain %d contract %s from block %d up to %s",
+                        self.config.chain_id, self.config.contract_address, self.config.start_block,
+                        f"the node's {depth} block" if isinstance(depth, str) else f"{depth} confirmations")
+            try:
+                self._follow()
+            finally:
+                self.metrics.is_writer.set(0)
+
+    def _until_the_database_answers(self, gone: Exception) -> None:
+        """The database went away: every connection closed (the writer lock's session went with
+        the server), then asked again with a capped backoff until it answers. What this process
+        knew of the chain is checked again from the database."""
+        logger.warning("the database went away (%s: %s); reconnecting", type(gone).__name__, str(gone).strip())
+        self._tip_unchecked = True
+        self.realtime.headers.clear()
+        self._role = None  # announced again once it answers
+        for tries in itertools.count():
+            for alias in connections:
+                with contextlib.suppress(Exception):
+                    connections[alias].close()
+            try:
+                connection.ensure_connection()
+            except DATABASE_GONE:
+                if self.stop.wait(min(5.0, 0.25 * 2**tries)):
+                    raise Stopped("stopped while the database did not answer") from None
+                continue
+            logger.warning("the database answers again; taking the writer lock again")
+            return
 
     def _follow(self) -> None:
         self._until_the_node_answers(self.prepare)

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -137,3 +140,46 @@ def origin(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
     finally:
         httpd.shutdown()
         httpd.server_close()
+
+
+class ThrowawayPostgres:
+    """A PostgreSQL server of a test's own (initdb in a temporary folder, a free port), which the
+    test stops and starts as a restart or a failover would, with the binaries of the machine's
+    PostgreSQL. As root (CI), the cluster belongs to the `postgres` user, as initdb requires."""
+
+    def __init__(self) -> None:
+        # Not under pytest's tmp_path: the `postgres` user could not reach into root's folders.
+        self.folder = Path(tempfile.mkdtemp(prefix="bounty-postgres-"))
+        self.data = self.folder / "data"
+        self.port = free_port()
+        self.url = f"postgres://postgres@127.0.0.1:{self.port}/bounty"
+        bins = sorted(Path("/usr/lib/postgresql").glob("*/bin"))
+        if not bins:
+            raise RuntimeError("PostgreSQL's binaries are not under /usr/lib/postgresql (apt-get install postgresql)")
+        self.bin = bins[-1]
+
+    def _run(self, *args: str) -> None:
+        command = [str(self.bin / args[0]), *args[1:]]
+        if os.geteuid() == 0:
+            command = ["runuser", "-u", "postgres", "--", *command]
+        subprocess.run(command, check=True, capture_output=True, timeout=60)
+
+    def __enter__(self) -> ThrowawayPostgres:
+        if os.geteuid() == 0:
+            shutil.chown(self.folder, "postgres", "postgres")
+        self._run("initdb", "-D", str(self.data), "-A", "trust", "-U", "postgres", "--no-sync")
+        self.start()
+        self._run("createdb", "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres", "bounty")
+        return self
+
+    def start(self) -> None:
+        self._run("pg_ctl", "-D", str(self.data), "-l", str(self.data / "server.log"), "-w", "start",
+                  "-o", f"-p {self.port} -k {self.data} -c listen_addresses=127.0.0.1 -c fsync=off")
+
+    def stop(self, mode: str = "fast") -> None:
+        self._run("pg_ctl", "-D", str(self.data), "-m", mode, "-w", "stop")
+
+    def __exit__(self, *exc_info: object) -> None:
+        with contextlib.suppress(subprocess.CalledProcessError):
+            self.stop("immediate")
+        shutil.rmtree(self.folder, ignore_errors=True)
