@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 
 from django.conf import settings
-from django.db import DatabaseError, connection, transaction
+from django.db import DatabaseError, InterfaceError, OperationalError, connection, transaction
 from django.db.models import F, Q, Sum
 from eth_utils.crypto import keccak
 
@@ -126,6 +126,10 @@ class IndexBuilder:
             self.build(deployment)
         except indexes.BuildStopped as stopped:
             logger.info("%s", stopped)
+        except (OperationalError, InterfaceError) as gone:  # the database went away: no bug to trace
+            logger.warning("the index build stopped: the database went away (%s); trying again in %d s",
+                           str(gone).strip(), BUILD_RETRY_SECONDS)
+            self.next_build = time.monotonic() + BUILD_RETRY_SECONDS
         except DatabaseError:
             logger.exception("the index build failed; trying again in %d s", BUILD_RETRY_SECONDS)
             self.next_build = time.monotonic() + BUILD_RETRY_SECONDS
