@@ -46,17 +46,13 @@ from records.models import Deployment
 logger = logging.getLogger(__name__)
 
 Header = dict[str, Any]
+Log = dict[str, Any]
 # A block's logs or receipts the node lacks are asked again at once this many times (after the
 # client's short backoff): behind a load balancer the next request likely meets another backend.
 BEHIND_RETRIES = 2
-Log = dict[str, Any]
 
 
 # ------------------------------------------------------------------------------------ the bloom
-
-def _is_hex(value: Any) -> bool:
-    return isinstance(value, str) and value.startswith("0x") and len(value) > 2 and \
-        all(c in "0123456789abcdefABCDEF" for c in value[2:])
 
 
 def _bloom_bits(item: bytes) -> tuple[int, int, int]:
@@ -231,6 +227,7 @@ class LiveReader:
         may hold one (a node far away answers a round trip later: the blocks of a hand-over are
         many). Once the node lacks a block, the blocks before it: NodeBehind when it lacks the first."""
         wanted = [header for header in headers if self.bloom.may_hold(header.get("logsBloom"))]
+        asked = {header["hash"] for header in wanted}
         answers: dict[str, Any] = {}
         if wanted:
             try:
@@ -245,7 +242,7 @@ class LiveReader:
             try:
                 if header["hash"] in answers:
                     raw = answers[header["hash"]]
-                elif header in wanted:
+                elif header["hash"] in asked:
                     raw = self._call(*self._get_logs(header))
                 else:
                     read.append([])
@@ -282,6 +279,11 @@ class LiveReader:
         checked = self._checked(header, logs, "eth_getLogs")
         return checked or self._confirmed_empty(header)
 
+    @staticmethod
+    def _is_hex(value: Any) -> bool:
+        return isinstance(value, str) and value.startswith("0x") and len(value) > 2 and \
+            all(c in "0123456789abcdefABCDEF" for c in value[2:])
+
     def _checked(self, header: Header, logs: list[Any], source: str) -> list[Log]:
         """The contract's logs, not removed, in log order, if every log is of this block (its hash
         and number) with a log index; NodeBehind otherwise (an answer of another backend, asked
@@ -289,7 +291,7 @@ class LiveReader:
         relevant = []
         for log in logs:
             if not isinstance(log, dict) or log.get("blockHash") != header["hash"] or \
-                    log.get("blockNumber") != header["number"] or not _is_hex(log.get("logIndex")):
+                    log.get("blockNumber") != header["number"] or not self._is_hex(log.get("logIndex")):
                 raise NodeBehind(f"{source} for block {int(header['number'], 16)} ({header['hash']}) answered a log "
                                  f"of another block: {log!r}")
             if not log.get("removed") and str(log.get("address", "")).lower() == self.address:
@@ -303,9 +305,7 @@ class LiveReader:
             return []
         try:
             receipts = self._call("eth_getBlockReceipts", [header["hash"]])
-        except RpcError as exc:
-            if not is_not_served(exc):
-                raise
+        except RpcError as exc:  # not served (any other refusal: NodeBehind, asked again)
             logger.info("the node at %s does not serve eth_getBlockReceipts (%s): a bloom's false positive is "
                         "confirmed by the second reading of the block only", self.rpc.node, exc)
             self._receipts_served = False

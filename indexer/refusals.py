@@ -85,8 +85,16 @@ WORDINGS: tuple[Wording, ...] = (
 
 def wording_of(error: dict[str, Any]) -> Wording | None:
     """The first wording that reads the error."""
+    found = _first_match(error)
+    return found[0] if found else None
+
+
+def _first_match(error: dict[str, Any]) -> tuple[Wording, re.Match[str]] | None:
     text = error_text(error)
-    return next((wording for wording in WORDINGS if wording.pattern.search(text)), None)
+    for wording in WORDINGS:
+        if match := wording.pattern.search(text):
+            return wording, match
+    return None
 
 
 @dataclass(frozen=True)
@@ -117,11 +125,10 @@ def error_text(error: dict[str, Any]) -> str:
 
 def read_refusal(error: dict[str, Any]) -> Refusal | None:
     """The refusal a JSON-RPC error object words, or None when it is no refusal of a range."""
-    wording = wording_of(error)
-    if wording is None:
+    found = _first_match(error)
+    if found is None:
         return None
-    match = wording.pattern.search(error_text(error))
-    assert match is not None
+    wording, match = found
     groups = match.groupdict()
     first, last = groups.get("first"), groups.get("last")
     data = error.get("data")

@@ -52,27 +52,24 @@ class Rereads:
         last = min(indexed, settled)
         return (first, last) if first <= last else None
 
-    def due(self, state: SyncState, settled: int) -> bool:
-        """Whether a second reading is due: enough blocks gathered, or every block indexed is deep
-        enough (the historical phase goes on from the indexed tip: after a restart, or after
-        falling behind)."""
+    def due(self, state: SyncState, settled: int) -> tuple[int, int] | None:
+        """The blocks whose second reading is due: enough blocks gathered, or every block indexed
+        deep enough (the historical phase goes on from the indexed tip: after a restart, or after
+        falling behind); None when none is."""
         pending = self.pending(state, settled)
         if pending is None:
-            return False
+            return None
         first, last = pending
-        return last - first + 1 >= REREAD_EVERY or last == state.last_indexed_block
+        return pending if last - first + 1 >= REREAD_EVERY or last == state.last_indexed_block else None
 
-    def reread(self, deployment: Deployment, state: SyncState, settled: int) -> bool:
-        """Reads the pending blocks again by range and compares; True when it changed the mirror
+    def reread(self, deployment: Deployment, state: SyncState, first: int, last: int) -> bool:
+        """Reads blocks first..last again by range and compares; True when it changed the mirror
         (a repair), or found that the chain changed (ChainChanged: the caller checks the tip)."""
-        pending = self.pending(state, settled)
-        if pending is None:
-            return False
-        first, last = pending
         fetched = self.fetcher.fetch_all(first, last)
         if fetched.error is not None:
             raise fetched.error
-        chain = self._keys(fetched.logs)
+        read = self._keyed(fetched.logs)
+        chain = set(read)
         ledger = {(number, index, block_hash, tx_hash) for number, index, block_hash, tx_hash in
                   AppliedLog.objects.filter(deployment=deployment, block_number__range=(first, last))
                   .values_list("block_number", "log_index", "block_hash", "tx_hash")}
@@ -100,7 +97,7 @@ class Rereads:
         block = lost[0][0]
         logger.warning("the second reading of blocks %d-%d holds %d logs the first reading lost: %s; the mirror "
                        "held %s. Rolling back to block %d to read them again", first, last, len(lost),
-                       [log for log in fetched.logs if self._key(log) in set(lost)],
+                       [read[key] for key in lost],
                        sorted(ledger), block - 1)
         self.metrics.reread_repairs.inc()
         self.reorganisations.roll_back_to(deployment, block - 1)
@@ -112,12 +109,16 @@ class Rereads:
         state.reread_block = last
 
     @staticmethod
-    def _key(raw: dict[str, object]) -> LogKey | None:
-        try:
-            log = decode_log(raw).log
-        except (UndecodableLog, KeyError, ValueError, TypeError):
-            return None  # the first reading skipped it too (and said so)
-        return log.block_number, log.log_index, log.block_hash, log.tx_hash
-
-    def _keys(self, logs: list[dict[str, object]]) -> set[LogKey]:
-        return {key for raw in logs if not raw.get("removed") and (key := self._key(raw)) is not None}
+    def _keyed(logs: list[dict[str, object]]) -> dict[LogKey, dict[str, object]]:
+        """The logs by what the ledger keeps of them; those that do not decode left out (the first
+        reading skipped them too, and said so)."""
+        keyed = {}
+        for raw in logs:
+            if raw.get("removed"):
+                continue
+            try:
+                log = decode_log(raw).log
+            except (UndecodableLog, KeyError, ValueError, TypeError):
+                continue
+            keyed[(log.block_number, log.log_index, log.block_hash, log.tx_hash)] = raw
+        return keyed

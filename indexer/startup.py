@@ -12,10 +12,9 @@ from eth_utils.crypto import keccak
 
 from indexer.config import IndexerConfig
 from indexer.errors import IndexerError, RpcError
-from indexer.rpc import RpcClient
+from indexer.rpc import UNREACHABLE_AFTER, RpcClient
 
 USDC_DECIMALS = 6  # the amounts the service shows are in units of 10^-6 USDC
-FIRST_CALL_FAILURES = 3  # transient failures of the first call before the node counts as unreachable
 
 
 def check_node(rpc: RpcClient, config: IndexerConfig, head: Callable[[], object]) -> None:
@@ -25,7 +24,7 @@ def check_node(rpc: RpcClient, config: IndexerConfig, head: Callable[[], object]
     request: a far node costs one round trip here."""
     contract, usdc = config.contract_address, config.usdc_address.lower()
     chain_id, code = rpc.batch([("eth_chainId", []), ("eth_getCode", [contract, "latest"])],
-                               failures=FIRST_CALL_FAILURES)  # an unreachable node: said at once (then waited for)
+                               failures=UNREACHABLE_AFTER)  # an unreachable node: said at once (then waited for)
     chain_id = int(chain_id, 16)
     if chain_id != config.chain_id:
         raise IndexerError(

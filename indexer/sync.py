@@ -43,7 +43,7 @@ from indexer.pipeline import database_connections_of_our_own
 from indexer.realtime import BlockClock, Realtime
 from indexer.reorg import Reorganisations
 from indexer.reread import Rereads
-from indexer.rpc import RetriesExhausted, RpcClient, Stopped
+from indexer.rpc import UNREACHABLE_AFTER, RetriesExhausted, RpcClient, Stopped
 from indexer.startup import check_node
 from indexer.transitions import chain_time
 from records.models import Deployment
@@ -57,10 +57,7 @@ logger = logging.getLogger(__name__)
 DATABASE_GONE = (OperationalError, InterfaceError, psycopg.OperationalError, psycopg.InterfaceError)
 UNREACHABLE_WAIT_CAP = 30.0  # seconds between two tries of a node that does not answer, at most
 IDLE_CHECK_SECONDS = 5.0  # without a new head, how often the indexed tip is compared with the chain
-ANNOUNCE_SECONDS = 5.0
-# Transient failures of a poll of the head before the node counts as unreachable (then the
-# indexer's own backoff, up to UNREACHABLE_WAIT_CAP): /health says so within seconds.
-HEAD_POLL_FAILURES = 3  # how often a process records itself in IndexerProcess (for /health)
+ANNOUNCE_SECONDS = 5.0  # how often a process records itself in IndexerProcess (for /health)
 
 
 class Indexer:
@@ -95,7 +92,6 @@ class Indexer:
         self._new_head_at = time.monotonic()  # when the head last moved
         self._tip_unchecked = True  # the indexed tip must be compared with the chain before reading on
         self._inconsistent_at: int | None = None  # the indexed tip when an event lacked its record
-        self._in_phase = "historical"
         self._unreachable_since: datetime | None = None  # when the node stopped answering
         self._unreachable_tries = 0
         self._role: IndexerRole | None = None  # as last announced
@@ -185,13 +181,13 @@ class Indexer:
         try:
             while not self.stop.is_set():
                 try:
-                    if self.catch_up():
-                        self._node_answers()
-                        continue
+                    more = self.catch_up()
                 except RetriesExhausted as exc:
                     self._node_unreachable(exc)
                     continue
                 self._node_answers()
+                if more:
+                    continue
                 deployment = self.deployment or self.ensure_deployment()
                 if (builder is None or not builder.is_alive()) and self.index_builder.due(deployment):
                     builder = self.index_builder.start(deployment)
@@ -293,6 +289,7 @@ class Indexer:
         deployment = self.deployment or self.ensure_deployment()
         state = SyncState.objects.get(deployment=deployment)
         last = state.last_indexed_block if state.last_indexed_block is not None else self.config.start_block - 1
+        historical = True  # which phase an event of a record the mirror lacks came in
         try:
             if self._tip_unchecked:
                 if self.reorganisations.undo(deployment):
@@ -302,22 +299,22 @@ class Indexer:
             head, safe = self._poll()
             if head < last:  # a backend behind the others: never a reorganisation, never progress
                 return False
-            if self._reorganised_at_tip(deployment, head, last):
+            tip = self._tip_hash(deployment, last)
+            if self._reorganised_at_tip(tip, head, last):
                 return True
             settled = min(safe, head - self.config.live_blocks)
-            if self.rereads.due(state, settled) and self.rereads.reread(deployment, state, settled):
+            if (pending := self.rereads.due(state, settled)) and self.rereads.reread(deployment, state, *pending):
                 self.realtime.headers.clear()
                 return True
-            self._in_phase = "historical" if last < settled else "realtime"
             if last < settled:
-                self.historical.catch_up(deployment, state, self._tip_hash(deployment, last), last, settled, head)
+                self.historical.catch_up(deployment, state, tip, last, settled, head)
                 return True
             if last >= safe:
                 self._caught_up(state, head, safe)
                 return False
+            historical = False
             numbered = not isinstance(self.config.confirmations, str)
-            self.realtime.follow(deployment, self._tip_hash(deployment, last), last, head, safe,
-                                 self._latest if numbered else None)
+            self.realtime.follow(deployment, tip, last, head, safe, self._latest if numbered else None)
             self.announce(IndexerRole.WRITER)
             return False  # what the poll showed is indexed: the next poll when the next block is due
         except NodeBehind as behind:
@@ -330,9 +327,10 @@ class Indexer:
             self.realtime.headers.clear()
             return True
         except InconsistentChain as inconsistent:
-            return self._wait_for_the_second_reading(deployment, inconsistent)
+            return self._wait_for_the_second_reading(deployment, inconsistent, historical)
 
-    def _wait_for_the_second_reading(self, deployment: Deployment, inconsistent: InconsistentChain) -> bool:
+    def _wait_for_the_second_reading(self, deployment: Deployment, inconsistent: InconsistentChain,
+                                     historical: bool) -> bool:
         """An event of a record the mirror lacks. A block read one by one may have lost the
         record's creation (a node that omits a log): indexing waits (False) until the blocks
         read so are read a second time by range (indexer.reread, which repairs a lost log), the
@@ -342,7 +340,7 @@ class Indexer:
         state = SyncState.objects.get(deployment=deployment)
         last = state.last_indexed_block if state.last_indexed_block is not None else self.config.start_block - 1
         read_twice = state.reread_block if state.reread_block is not None else self.config.start_block - 1
-        if read_twice >= last and self._in_phase == "historical":
+        if read_twice >= last and historical:
             raise inconsistent
         if self._inconsistent_at != last:
             self._inconsistent_at = last
@@ -368,13 +366,13 @@ class Indexer:
                 self._tip_unchecked = True
         return head, safe
 
-    def _reorganised_at_tip(self, deployment: Deployment, head: int, last: int) -> bool:
-        """Whether the polled head is the indexed tip's height with another hash: a check of the
-        tip is due (without a call: the poll brought the header)."""
+    def _reorganised_at_tip(self, tip: str | None, head: int, last: int) -> bool:
+        """Whether the polled head is the indexed tip's height with another hash than `tip`: a
+        check of the tip is due (without a call: the poll brought the header)."""
         latest = self._latest
         if head != last or latest is None or isinstance(self.config.confirmations, str) or self.config.confirmations:
             return False
-        if latest["hash"] == self._tip_hash(deployment, last):
+        if latest["hash"] == tip:
             return False
         self._tip_unchecked = True
         return True
@@ -394,7 +392,7 @@ class Indexer:
         calls = [("eth_getBlockByNumber", ["latest", False])]
         if isinstance(depth, str):
             calls.append(("eth_getBlockByNumber", [depth, False]))
-        answers = self.rpc.batch(calls, failures=HEAD_POLL_FAILURES)
+        answers = self.rpc.batch(calls, failures=UNREACHABLE_AFTER)  # /health knows within seconds
         for tag, header in zip(("latest", depth), answers, strict=False):
             if not isinstance(header, dict) or "number" not in header:
                 raise IndexerError(f"the node at {self.rpc.node} answered {header!r} for its {tag} block")
