@@ -358,18 +358,16 @@ class Realtime:
                 raise ChainChanged(f"block {last + 1} is not the child of the indexed block {last}")
         else:
             return  # the node's headers do not hang together (backends on two branches): the next poll
-        memory = RecordMemory()
         headers = [self.headers.get(number) for number in range(last + 1, min(newest, safe) + 1)]
         read = self.live.logs([header for header in headers if header is not None])  # all there: linked
-        for header, logs in zip(headers, read, strict=False):
-            assert header is not None
-            number = int(header["number"], 16)
-            events = self.reader.events_of(logs, number, number)
-            batch = Batch(number, number, head, number, events, {number: header}, parent, self.rpc.tally.take(),
-                          by_range=False)
-            self.committer.commit(deployment, batch, memory)
-            parent = header["hash"]
-            self.headers.forget_to(number)
+        if read:  # one batch, one transaction: a hand-over's blocks come many at once
+            to = last + len(read)
+            events = [event for number, logs in enumerate(read, start=last + 1)
+                      for event in self.reader.events_of(logs, number, number)]
+            block_headers = {int(header["number"], 16): header for header in headers[:len(read)] if header}
+            self.committer.commit(deployment, Batch(last + 1, to, head, to, events, block_headers, parent,
+                                                    self.rpc.tally.take(), by_range=False), RecordMemory())
+            self.headers.forget_to(to)
         if len(read) < len(headers):  # the node lacked a block, perhaps since replaced: asked again
             self.headers.forget_from(last + 1 + len(read))
         self.committer.calls.blocks(last + len(read), self.committer.metrics)
