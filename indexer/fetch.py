@@ -289,7 +289,7 @@ class BatchReader:
         """Reads through this client from now on (a forked process's own)."""
         self.rpc = self.fetcher.rpc = rpc
 
-    def read(self, start: int, safe: int, head: int) -> Iterator[Batch]:
+    def read(self, start: int, safe: int, head: int, final: int | None = None) -> Iterator[Batch]:
         """The record events of blocks start..safe in batches of about `batch_logs` events, each
         with the headers of its event blocks, of its last block and of the block before it,
         decoded one batch at a time so the first can be committed while the rest are read.
@@ -298,7 +298,9 @@ class BatchReader:
         events, at `safe`, or when the next range has not come yet and the batch holds events (so
         they are committed without waiting) or has gathered ranges for QUIET_BATCH_SECONDS: a quiet
         stretch costs one request for headers a second, not one a range. ChainChanged when blocks
-        changed while being read: the caller checks the indexed blocks again."""
+        changed while being read: the caller checks the indexed blocks again. Each batch carries
+        the safe head the sync runs to, `final` (default `safe`): the realtime phase reads on from
+        `safe` when it is lower."""
         gathered: list[tuple[int, dict[str, Any]]] = []
         first = start
         cut_by = time.monotonic() + QUIET_BATCH_SECONDS
@@ -309,7 +311,7 @@ class BatchReader:
             if to >= safe or failing or len(gathered) >= self.batch_logs or (
                     waiting and (gathered or time.monotonic() >= cut_by)):
                 for part_first, part_last, part in split_logs(gathered, first, to, self.sizes):
-                    yield self._batch(part_first, part_last, part, head, safe)
+                    yield self._batch(part_first, part_last, part, head, safe if final is None else final)
                 first, gathered, cut_by = to + 1, [], time.monotonic() + QUIET_BATCH_SECONDS
 
     def _batch(self, first: int, last: int, raw_logs: list[dict[str, Any]], head: int, safe: int) -> Batch:

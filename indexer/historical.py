@@ -39,20 +39,22 @@ class Historical:
         self.announce = announce  # this process is the writer, still (for /health)
         self.own_connections = own_connections  # in a forked process: connections of its own
         self.pid = os.getpid()
+        self.safe = 0  # the safe head of the catch-up under way
 
     def catch_up(self, deployment: Deployment, state: SyncState, parent: str | None, last: int, settled: int,
-                 head: int) -> None:
+                 head: int, safe: int) -> None:
         """Blocks last+1..settled by ranges, read ahead while it writes; `parent` the hash of
         block `last` as indexed. ChainChanged when a batch does not follow the one before."""
         self.committer.calls.reset()  # what following costs is measured while following
         # As the database has them: a batch clears them on this object before it commits.
         deployment.refresh_from_db(fields=[f"{kind}_in_chain_order" for kind in ("bounty", "submission", "dispute")])
         self.reader.sizes = batch_sizes(self.config.batch_logs)
+        self.safe = safe  # the batches' safe head: a bulk backfill ends with the realtime phase's first batch
         if state.bulk_from_block is not None:
             self._bulk(deployment, state, parent, last + 1, settled, head)
             return
         memory = RecordMemory()
-        with ReadAhead(lambda start: self.reader.read(start, settled, head), last + 1, settled,
+        with ReadAhead(lambda start: self.reader.read(start, settled, head, self.safe), last + 1, settled,
                        self.config.read_ahead, self.stop) as batches, collections_between_batches():
             for n, batch in enumerate(batches, start=1):
                 if batch.parent_hash != parent:
@@ -112,7 +114,8 @@ class Historical:
         with its rows converted for the database. Before the memory forgets its
         records, the batches that wrote them must be committed: the records are read back from
         the database after that."""
-        with ReadAhead(lambda first: self.reader.read(first, safe, head), start, safe, self.config.read_ahead,
+        with ReadAhead(lambda first: self.reader.read(first, safe, head, self.safe), start, safe,
+                       self.config.read_ahead,
                        self.stop, in_process=True, on_start=self.own_connections) as batches, \
                 collections_between_batches(collect_at_end=False):  # this process exits after
             for batch in batches:

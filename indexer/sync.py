@@ -307,7 +307,7 @@ class Indexer:
                 self.realtime.headers.clear()
                 return True
             if last < settled:
-                self.historical.catch_up(deployment, state, tip, last, settled, head)
+                self.historical.catch_up(deployment, state, tip, last, settled, head, safe)
                 return True
             if last >= safe:
                 self._caught_up(state, head, safe)
