@@ -40,7 +40,7 @@ from indexer.errors import ChainChanged, IndexerError, NodeBehind, RpcError
 from indexer.events import RECORD_EVENT_TOPICS
 from indexer.fetch import Batch, BatchReader
 from indexer.pipeline import RecordMemory
-from indexer.rpc import RpcClient, is_not_served
+from indexer.rpc import UNREACHABLE_AFTER, RpcClient, is_not_served
 from records.models import Deployment
 
 logger = logging.getLogger(__name__)
@@ -49,6 +49,8 @@ Header = dict[str, Any]
 Log = dict[str, Any]
 # A block's logs or receipts the node lacks are asked again at once this many times (after the
 # client's short backoff): behind a load balancer the next request likely meets another backend.
+# A node that does not answer at all gives up after UNREACHABLE_AFTER failures, as the head's poll
+# does: the indexer's own wait for it says so in /health within seconds.
 BEHIND_RETRIES = 2
 
 
@@ -213,7 +215,8 @@ class LiveReader:
         """The headers of these blocks by number, in one request; None for a block the node lacks."""
         if not numbers:
             return []
-        answers = self.rpc.batch([("eth_getBlockByNumber", [hex(n), False]) for n in numbers])
+        answers = self.rpc.batch([("eth_getBlockByNumber", [hex(n), False]) for n in numbers],
+                                 failures=UNREACHABLE_AFTER)
         headers: list[Header | None] = []
         for number, header in zip(numbers, answers, strict=True):
             if header is not None and (not isinstance(header, dict) or header.get("number") != hex(number)):
@@ -233,7 +236,7 @@ class LiveReader:
             try:
                 answers = dict(zip((h["hash"] for h in wanted),
                                    self.rpc.batch([self._get_logs(header) for header in wanted],
-                                                  behind_retries=BEHIND_RETRIES),
+                                                  behind_retries=BEHIND_RETRIES, failures=UNREACHABLE_AFTER),
                                    strict=True))
             except (NodeBehind, RpcError):  # one of them: asked one by one, up to the first that fails
                 answers = {}
@@ -259,7 +262,7 @@ class LiveReader:
         a node that takes only block numbers for receipts) is asked again at the next poll, as
         a node behind is: NodeBehind."""
         try:
-            return self.rpc.call(method, params, behind_retries=BEHIND_RETRIES)
+            return self.rpc.call(method, params, behind_retries=BEHIND_RETRIES, failures=UNREACHABLE_AFTER)
         except NodeBehind:
             raise
         except RpcError as exc:

@@ -175,7 +175,7 @@ def is_not_served(error: RpcError) -> bool:
 
 MAX_BATCH = 200  # calls per request at most, unless the node or the budget admits fewer
 # Transient failures of a request after which a caller that reports the node as unreachable (and
-# waits its own way) gives up on it: the head's poll, the first call at start.
+# waits its own way) gives up on it: the first call at start, and every call of the realtime phase.
 UNREACHABLE_AFTER = 3
 RATE_LIMITED_SPLIT = 3  # rate limits in a row that halve a batch (too large for the plan)
 
