@@ -33,7 +33,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 SEED = 20_261_122
 ROUNDS_BEFORE_BACKFILL = 36  # 7 record logs in 7 blocks each, on top of the demo's 24 logs
-EMPTY_BLOCKS_PER_ROUND = 40  # so that even a fast machine is killed many times before it catches up
+EMPTY_BLOCKS_PER_ROUND = 60  # so that even a fast machine is killed many times before it catches up
 FIRST_STEP_KILLS = 3  # soon after taking the writer lock: during the first batch
 BACKFILL_KILLS = 10  # soon after the process's first commit
 FOLLOW_KILLS = 7  # soon after catching up with the head, while transactions keep coming
@@ -143,7 +143,10 @@ class IndexerRuns:
         """Runs the next process until `until(run)`, then SIGKILLs it `delay` seconds later."""
         run = Run(*self.next, started_at=last_indexed(), head=self.chain.w3.eth.block_number)
         try:
-            wait_until(lambda: until(run) or run.process.poll() is not None)
+            # A process that starts with nothing left of the backfill (the one before finished it in
+            # its last moments) has nothing to commit: it is killed as soon as it holds the lock.
+            wait_until(lambda: until(run) or run.process.poll() is not None
+                       or (run.started_at == run.head and holds_the_lock(run)))
             self.next = self._start()
             time.sleep(delay)
             assert run.process.poll() is None, f"the indexer exited by itself:\n{run.log.read_text()}"
