@@ -177,10 +177,19 @@ class HealthIndexer(TypedDict):
     processes: list[HealthIndexerProcess]
 
 
+class HealthRedis(TypedDict):
+    """`/health`'s `redis`: whether the answering web process reaches Redis."""
+
+    status: Literal["ok", "unreachable", "not_configured"]
+    unreachable_since: str | None
+    unreachable_seconds: int | None
+
+
 class Health(TypedDict):
-    """`/health`: the service's status and version, its active deployment, its indexer."""
+    """`/health`: the service's status and version, its active deployment, its indexer, Redis."""
 
     status: Literal["ok", "degraded", "error"]
     version: str
     deployment: HealthDeployment
     indexer: HealthIndexer
+    redis: HealthRedis

@@ -1,5 +1,8 @@
 """Django's Redis cache, keeping one redis-py client per connection pool, with a one-trip counter
-and capped sets of expiring members (what the websocket counts its open connections with).
+and capped sets of expiring members (what the websocket counts its open connections with), and
+doing without Redis when it cannot be reached (bountysite/redis_reach.py): a read is a miss, a
+write is skipped, the counter counts in this process's memory, and the capped set says it cannot
+tell (the caller counts its own connections).
 
 Django builds a new `redis.Redis` for every cache call, and its constructor copies redis-py's
 table of response callbacks (about 170 entries): a tenth of a millisecond on each of the API's
@@ -9,11 +12,18 @@ so one client per pool serves every thread."""
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
+from django.core.cache import caches
+from django.core.cache.backends.base import BaseCache
+from django.core.cache.backends.locmem import LocMemCache
 from django.core.cache.backends.redis import RedisCache as DjangoRedisCache
 from django.core.cache.backends.redis import RedisCacheClient
+
+from bountysite.redis_reach import FAILURES, REDIS
+
+T = TypeVar("T")
 
 # KEYS[1] a sorted set of members scored with the Unix time they expire at; ARGV member, cap, ttl
 # (seconds), ttl in milliseconds.
@@ -41,6 +51,19 @@ redis.call('PEXPIRE', KEYS[1], ARGV[2])
 """
 
 
+def _without_redis(fallback: T, call: Callable[..., T], *args: Any) -> T:
+    """`call(*args)`, or `fallback` when Redis cannot be reached (or refuses the call)."""
+    if not REDIS.worth_asking():
+        return fallback
+    try:
+        result = call(*args)
+    except FAILURES as error:
+        REDIS.record(error)
+        return fallback
+    REDIS.answered()
+    return result
+
+
 class _ClientPerPool(RedisCacheClient):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -54,48 +77,120 @@ class _ClientPerPool(RedisCacheClient):
             client = self._clients[id(pool)] = self._client(connection_pool=pool)  # type: ignore[attr-defined]
         return client
 
+    # Django's cache operations, each a miss or a no-op without Redis.
+    def get(self, key: Any, default: Any) -> Any:
+        return _without_redis(default, super().get, key, default)
+
+    def get_many(self, keys: Any) -> Any:
+        nothing: dict[Any, Any] = {}
+        return _without_redis(nothing, super().get_many, keys)
+
+    def has_key(self, key: Any) -> Any:
+        return _without_redis(False, super().has_key, key)
+
+    def set(self, key: Any, value: Any, timeout: Any) -> None:
+        _without_redis(None, super().set, key, value, timeout)
+
+    def set_many(self, data: Any, timeout: Any) -> Any:
+        return _without_redis(None, super().set_many, data, timeout)
+
+    def add(self, key: Any, value: Any, timeout: Any) -> Any:
+        return _without_redis(False, super().add, key, value, timeout)
+
+    def touch(self, key: Any, timeout: Any) -> Any:
+        return _without_redis(False, super().touch, key, timeout)
+
+    def delete(self, key: Any) -> Any:
+        return _without_redis(False, super().delete, key)
+
+    def delete_many(self, keys: Any) -> Any:
+        return _without_redis(None, super().delete_many, keys)
+
+    def clear(self) -> Any:
+        return _without_redis(False, super().clear)
+
 
 class RedisCache(DjangoRedisCache):
     def __init__(self, server: str, params: dict[str, Any]) -> None:
         super().__init__(server, params)
         self._class = _ClientPerPool
 
+    def reachable(self) -> bool:
+        """Whether Redis answers a PING now (during an outage, False without asking between retries)."""
+        return _without_redis(False, lambda: bool(self._cache.get_client(write=True).ping()))
+
     def count(self, key: str, timeout: int) -> int:
         """Adds one to the counter at `key`, which starts at zero with `timeout` seconds to live
         if it is not there: SET NX EX and INCR in one MULTI, so one round trip, and the counter
         always has its timeout (Django's add then incr takes two trips, and an incr right after
-        the key expired would make a counter without one)."""
+        the key expired would make a counter without one). Without Redis, the counter is this
+        process's own."""
         key = self.make_and_validate_key(key)
         client = self._cache.get_client(key, write=True)
-        with client.pipeline(transaction=True) as pipe:
-            pipe.set(key, 0, ex=timeout, nx=True)
-            pipe.incr(key)
-            return int(pipe.execute()[1])
 
-    def add_capped(self, key: str, member: str, cap: int, ttl: float) -> bool:
+        def shared() -> int:
+            with client.pipeline(transaction=True) as pipe:
+                pipe.set(key, 0, ex=timeout, nx=True)
+                pipe.incr(key)
+                return int(pipe.execute()[1])
+
+        counted = _without_redis(None, shared)
+        return counted if counted is not None else count_in(_local, key, timeout)
+
+    def add_capped(self, key: str, member: str, cap: int, ttl: float) -> bool | None:
         """Adds `member` to the sorted set at `key` unless `cap` members that have not expired are
         there already, in one atomic step; the member expires `ttl` seconds later unless renewed
-        (`renew_members`). True when it was added."""
+        (`renew_members`). True when it was added; None when Redis cannot be reached."""
         key = self.make_and_validate_key(key)
         client = self._cache.get_client(key, write=True)
         script = client.register_script(_ADD_CAPPED)
-        return bool(script(keys=[key], args=[member, cap, ttl, math.ceil(ttl * 1000)]))
+        return _without_redis(None, lambda: bool(script(keys=[key], args=[member, cap, ttl, math.ceil(ttl * 1000)])))
 
     def renew_members(self, members: Mapping[str, Sequence[str]], ttl: float) -> None:
         """Makes each member of each set (key: members) expire `ttl` seconds from now, adding those
-        that are not there (after a flush), in one round trip."""
+        that are not there (after a flush, or admitted while Redis could not be reached), in one
+        round trip. Skipped without Redis."""
         client = self._cache.get_client(write=True)
         script = client.register_script(_RENEW)
-        with client.pipeline(transaction=False) as pipe:
-            for key, names in members.items():
-                script(keys=[self.make_and_validate_key(key)], args=[ttl, math.ceil(ttl * 1000), *names],
-                       client=pipe)
-            pipe.execute()
+
+        def renew() -> None:
+            with client.pipeline(transaction=False) as pipe:
+                for key, names in members.items():
+                    script(keys=[self.make_and_validate_key(key)], args=[ttl, math.ceil(ttl * 1000), *names],
+                           client=pipe)
+                pipe.execute()
+
+        _without_redis(None, renew)
 
     def remove_members(self, members: Mapping[str, Sequence[str]]) -> None:
-        """Removes each member from its set (key: members), in one round trip."""
+        """Removes each member from its set (key: members), in one round trip. Skipped without
+        Redis: the members stop counting when they expire."""
         client = self._cache.get_client(write=True)
-        with client.pipeline(transaction=False) as pipe:
-            for key, names in members.items():
-                pipe.zrem(self.make_and_validate_key(key), *names)
-            pipe.execute()
+
+        def remove() -> None:
+            with client.pipeline(transaction=False) as pipe:
+                for key, names in members.items():
+                    pipe.zrem(self.make_and_validate_key(key), *names)
+                pipe.execute()
+
+        _without_redis(None, remove)
+
+
+def redis_answers() -> bool | None:
+    """Whether the configured Redis answers a PING now; None when none is configured."""
+    shared = caches["default"]
+    return shared.reachable() if isinstance(shared, RedisCache) else None
+
+
+_local = LocMemCache("bountysite-without-redis", {})  # this process's counters while Redis is away
+
+
+def count_in(cache: BaseCache, key: str, timeout: int) -> int:
+    """Adds one to the counter at `key` of a process-local cache (see RedisCache.count)."""
+    if cache.add(key, 1, timeout=timeout):
+        return 1
+    try:
+        return cache.incr(key)
+    except ValueError:  # expired between add and incr
+        cache.add(key, 1, timeout=timeout)
+        return 1

@@ -141,9 +141,16 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # ---------------------------------------------------------------- redis (optional)
 
 REDIS_URL = env_url("REDIS_URL", None, schemes=("redis", "rediss", "unix"))
+# How long a call to Redis may take before the service does without it (bountysite/redis_reach.py).
+REDIS_TIMEOUT_SECONDS = env_int("REDIS_TIMEOUT_MS", 250, minimum=10, maximum=10_000) / 1000
 if REDIS_URL:
-    CACHES = {"default": {"BACKEND": "bountysite.cache.RedisCache", "LOCATION": REDIS_URL}}
-    CHANNEL_LAYERS = {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [REDIS_URL]}}}
+    CACHES = {"default": {"BACKEND": "bountysite.cache.RedisCache", "LOCATION": REDIS_URL,
+                          "OPTIONS": {"socket_connect_timeout": REDIS_TIMEOUT_SECONDS,
+                                      "socket_timeout": REDIS_TIMEOUT_SECONDS}}}
+    # No socket timeout for the channel layer: its receive blocks in BRPOP for seconds on purpose.
+    # The indexer's notification has a deadline of its own (records/changes.py).
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {
+        "hosts": [{"address": REDIS_URL, "socket_connect_timeout": REDIS_TIMEOUT_SECONDS}]}}}
 else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}

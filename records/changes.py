@@ -10,15 +10,17 @@ without depending on the websocket.
 
 from __future__ import annotations
 
-import logging
+import asyncio
 
 from asgiref.sync import async_to_sync
-from channels.layers import InMemoryChannelLayer, get_channel_layer
+from channels.layers import BaseChannelLayer, InMemoryChannelLayer, get_channel_layer
+from django.conf import settings
 from django.db import models
 
-logger = logging.getLogger(__name__)
+from bountysite.redis_reach import FAILURES, REDIS
 
 CHANGES_GROUP = "records.changes"  # the channel-layer group the server processes' feeds listen on
+NOTIFY_ROUND_TRIPS = 4  # a group send's calls to Redis: its deadline is this many REDIS_TIMEOUT_MS
 
 
 class MessageType(models.TextChoices):
@@ -51,12 +53,19 @@ def notify_changes() -> None:
     """Wakes the websocket feeds of every server process; the indexer calls it after each commit.
 
     Only an optimisation: the feeds poll anyway. The in-memory layer of the embedded default
-    reaches no other process, so nothing is sent there."""
+    reaches no other process, so nothing is sent there. Without Redis (bountysite/redis_reach.py)
+    nothing is sent, and a send that fails or hangs is given up: indexing never waits on it."""
     layer = get_channel_layer()
-    if layer is None or isinstance(layer, InMemoryChannelLayer):
+    if layer is None or isinstance(layer, InMemoryChannelLayer) or not REDIS.worth_asking():
         return
     try:
-        async_to_sync(layer.group_send)(CHANGES_GROUP, {"type": "changes.committed"})
-    except Exception:
-        logger.warning("could not notify the websocket feeds; they will see the change at their next poll",
-                       exc_info=True)
+        async_to_sync(_send_within)(layer, settings.REDIS_TIMEOUT_SECONDS * NOTIFY_ROUND_TRIPS)
+    except FAILURES as error:  # the feeds see the change at their next poll
+        REDIS.record(error)
+    else:
+        REDIS.answered()
+
+
+async def _send_within(layer: BaseChannelLayer, seconds: float) -> None:
+    async with asyncio.timeout(seconds):  # a hanging Redis must not hold the indexer's commits
+        await layer.group_send(CHANGES_GROUP, {"type": "changes.committed"})

@@ -24,6 +24,8 @@ from django.views.decorators.csrf import csrf_exempt
 from prometheus_client import REGISTRY, Counter, Gauge, Histogram
 from prometheus_client.exposition import choose_encoder
 
+from bountysite.cache import redis_answers
+from bountysite.redis_reach import REDIS
 from indexer.models import SyncState
 from records.api.errors import error_response
 from records.selectors import active_deployment
@@ -41,6 +43,10 @@ WS_MESSAGES = Counter("bounty_ws_messages_sent", "Websocket messages sent to cli
 WS_CLOSES = Counter("bounty_ws_closes", "Websocket connections closed, by close code.", ("code",))
 WS_SLOWEST_QUEUE = Gauge("bounty_ws_slowest_send_queue",
                          "Live messages waiting to be sent to the most backed-up websocket client.")
+REDIS_UNREACHABLE = Gauge("bounty_redis_unreachable_seconds",
+                          "Seconds this process has not reached Redis (it does without it meanwhile); 0 while it "
+                          "answers, and without Redis configured.")
+REDIS_UNREACHABLE.set_function(REDIS.unreachable_seconds)
 HEARTBEAT_AGE = Gauge("bounty_indexer_heartbeat_age_seconds",
                       "Seconds since the writing indexer's last heartbeat, as this web process reads it.",
                       ("chain_id", "contract"))
@@ -84,6 +90,7 @@ def metrics(request: HttpRequest) -> HttpResponseBase:
         response["Allow"] = "GET, HEAD"
         return response
     _heartbeat_age()
+    redis_answers()  # the outage gauge is fresh even in a process no request reached Redis from
     # The text format Prometheus asks for in Accept (OpenMetrics, or the classic 0.0.4 by default).
     encode, content_type = choose_encoder(request.headers.get("Accept", ""))
     response = HttpResponse(encode(REGISTRY), content_type=content_type)

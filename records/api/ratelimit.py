@@ -19,7 +19,8 @@ the check costs no query.
 
 The client is the peer address; the X-Forwarded-For chain is believed only as far as it runs
 through configured trusted proxies. With Redis configured, every worker process counts against
-the same budgets.
+the same budgets; while Redis cannot be reached, each process counts its own (said once in the
+log, bountysite/redis_reach.py).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from django.conf import settings
 from django.core.cache import caches
 from django.http import HttpRequest, HttpResponse, HttpResponseBase
 
-from bountysite.cache import RedisCache
+from bountysite.cache import RedisCache, count_in
 from records.api.errors import error_response
 
 EXEMPT_PATHS = frozenset({"/health", "/metrics"})
@@ -66,14 +67,8 @@ def _count(key: str, timeout: int) -> int:
     """This request's number in its client's window."""
     shared = caches["default"]
     if isinstance(shared, RedisCache):
-        return shared.count(key, timeout)
-    if shared.add(key, 1, timeout=timeout):  # a process-local cache: no other process counts
-        return 1
-    try:
-        return shared.incr(key)
-    except ValueError:  # expired between add and incr
-        shared.add(key, 1, timeout=timeout)
-        return 1
+        return shared.count(key, timeout)  # this process's own count while Redis cannot be reached
+    return count_in(shared, key, timeout)  # a process-local cache: no other process counts
 
 
 @dataclass(frozen=True)

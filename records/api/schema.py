@@ -172,11 +172,23 @@ class HealthIndexer(serializers.Serializer[Any]):
                                      "heartbeat, the writer first")
 
 
+class HealthRedis(serializers.Serializer[Any]):
+    status = serializers.ChoiceField(
+        choices=["ok", "unreachable", "not_configured"],
+        help_text="unreachable: reads go on from the database without the response cache, rate limits and "
+                  "websocket caps are counted per process, websocket feeds poll the change log (status is degraded)")
+    unreachable_since = serializers.DateTimeField(
+        allow_null=True, help_text="this process has not reached Redis since then; null while it answers")
+    unreachable_seconds = serializers.IntegerField(
+        allow_null=True, help_text="how long this process has not reached Redis; null while it answers")
+
+
 class Health(serializers.Serializer[Any]):
     status = serializers.ChoiceField(choices=["ok", "degraded", "error"])
     version = serializers.CharField()
     deployment = HealthDeployment()
     indexer = HealthIndexer()
+    redis = HealthRedis(help_text="Redis (REDIS_URL) as the answering web process reaches it")
 
 
 QUALIFIER_PARAMETERS = [

@@ -23,6 +23,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 from rest_framework.viewsets import GenericViewSet
 
+from bountysite.cache import redis_answers
+from bountysite.redis_reach import REDIS
 from indexer.health import indexer_health
 from records.api import schema
 from records.api.caching import cache_key, cached_json, streamed_json_array
@@ -234,8 +236,9 @@ class Health(APIView):
                                      "detail": f"database unreachable: {type(exc).__name__}"}, status=503)
             unreachable["Cache-Control"] = "no-store"
             return unreachable
-        degraded = health["enabled"] and not (health["running"] and health["synced"]
-                                              and health["node_unreachable_since"] is None)
+        redis = _redis_health()
+        degraded = redis["status"] == "unreachable" or (health["enabled"] and not (
+            health["running"] and health["synced"] and health["node_unreachable_since"] is None))
         contract = settings.BOUNTY_CONTRACT_ADDRESS
         usdc = settings.BOUNTY_USDC_ADDRESS
         body = {
@@ -253,8 +256,21 @@ class Health(APIView):
                 "processes": [{**process, "last_seen": rfc3339(process["last_seen"])}
                               for process in health["processes"]],
             },
+            "redis": redis,
         }
         response = Response(body)
         response["Cache-Control"] = "no-store"
         return response
 
+
+
+def _redis_health() -> dict[str, Any]:
+    """/health's `redis`: whether Redis answers this process now, and since when it has not."""
+    answers = redis_answers()
+    if answers is None:
+        return {"status": "not_configured", "unreachable_since": None, "unreachable_seconds": None}
+    since = REDIS.unreachable_since
+    if answers or since is None:  # a PING that Redis refused is not an outage
+        return {"status": "ok", "unreachable_since": None, "unreachable_seconds": None}
+    return {"status": "unreachable", "unreachable_since": rfc3339(since),
+            "unreachable_seconds": int(REDIS.unreachable_seconds())}

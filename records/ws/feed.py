@@ -6,7 +6,8 @@ in every subscribed client's bounded `Outbox` as one `Batch`, encoded and framed
 It wakes on the channel-layer message the indexer sends after each commit
 (records.changes.notify_changes; with Redis it crosses processes) and polls every
 BOUNTY_WS_POLL_MS besides, which alone carries the embedded default (SQLite, no Redis), where the
-in-memory layer cannot reach another process.
+in-memory layer cannot reach another process, and every feed while Redis cannot be reached: the
+log is read by seq either way, so an outage of Redis costs no message and reorders none.
 
 A client joins the feed at the seq after its snapshot (or after `since`): it reads the seqs it
 misses from the database, the last stretch under the feed's lock, so no seq is lost or delivered
@@ -24,6 +25,7 @@ from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from django.conf import settings
 
+from bountysite.redis_reach import FAILURES, REDIS, RETRY_SECONDS
 from records.changes import CHANGES_GROUP, MessageType
 from records.metrics import WS_MESSAGES, WS_SLOWEST_QUEUE
 from records.selectors import active_deployment_id, changes_between, last_seq, oldest_seq
@@ -209,6 +211,7 @@ class LiveFeed:
         while True:
             try:
                 await layer.group_add(CHANGES_GROUP, channel)  # again each round: group membership expires
+                REDIS.answered()
                 for _ in range(60):
                     try:
                         async with asyncio.timeout(60):
@@ -216,9 +219,9 @@ class LiveFeed:
                         self._wake.set()
                     except TimeoutError:
                         pass
-            except Exception:
-                logger.exception("the websocket feed lost the channel layer; polling meanwhile")
-                await asyncio.sleep(5)
+            except FAILURES as error:  # Redis is away: the poll alone carries the feed meanwhile
+                REDIS.record(error)
+                await asyncio.sleep(RETRY_SECONDS)
 
 
 _feed: LiveFeed | None = None

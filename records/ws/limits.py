@@ -14,6 +14,9 @@ open connections themselves, never a counter that a lost or missed decrement wou
   connection's process removes it when it closes, and renews the expiry of all its connections
   every RENEW_SECONDS (adding back any a flush of Redis lost), so the members of a process that
   died without removing them (killed, its host lost) stop counting within ENTRY_SECONDS.
+- While Redis cannot be reached (bountysite/redis_reach.py), the per-client cap is counted per
+  process, as without Redis; the connections admitted meanwhile join the shared count at the
+  first renewal after Redis answers again, and removals missed meanwhile expire.
 
 A slot is given back however the connection ends: the client's close, the server's 1008 (a
 refusal, a flood of messages, a client too slow to read), a dropped TCP connection, or daphne
@@ -90,9 +93,12 @@ class ConnectionSlot:
             return True
         self.shared = shared
         _renewal.start()
-        self.admitted = await asyncio.get_running_loop().run_in_executor(
-            _redis_calls, shared.add_capped, self.key, self.member, settings.BOUNTY_WS_MAX_CONNECTIONS_PER_CLIENT,
-            ENTRY_SECONDS)
+        cap: int = settings.BOUNTY_WS_MAX_CONNECTIONS_PER_CLIENT
+        admitted = await asyncio.get_running_loop().run_in_executor(
+            _redis_calls, shared.add_capped, self.key, self.member, cap, ENTRY_SECONDS)
+        # Without Redis, this process's own count decides; the renewal adds the connection to the
+        # shared count once Redis answers again.
+        self.admitted = admitted if admitted is not None else _open.of(self.address) <= cap
         if not self.admitted:
             _open.discard(self)
         return self.admitted

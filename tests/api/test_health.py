@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import tomllib
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -14,11 +15,13 @@ from django.db import OperationalError
 from django.test import Client
 from django.utils import timezone
 
+from bountysite.redis_reach import REDIS
+from contracts.devchain import free_port
 from indexer.models import SyncState
 from records.api import views
 from records.models import Deployment
 from tests.api import helpers as h
-from tests.factories import ACTIVE_CONTRACT, ACTIVE_USDC
+from tests.factories import ACTIVE_CONTRACT, ACTIVE_USDC, make_bounty
 
 PATH = "/health"
 INDEXER_FLAGS = {"enabled", "running", "synced", "last_indexed_block", "head_block", "lag_blocks", "confirmations",
@@ -143,3 +146,35 @@ def test_the_last_heartbeat_is_reported_in_utc(api: Client, settings: Any, activ
     settings.BOUNTY_RPC_URL = "http://127.0.0.1:8545"
     indexer_at(active, last=1, head=1, heartbeat=datetime(2026, 1, 1, 12, tzinfo=UTC))
     assert health(api)["indexer"]["last_heartbeat"] == "2026-01-01T12:00:00Z"
+
+
+@pytest.fixture
+def unreachable_redis(settings: Any) -> Iterator[None]:
+    """Redis configured at a loopback port nothing listens on; this process's view of Redis is
+    given back afterwards (the next test's first call would otherwise be skipped for a moment)."""
+    settings.CACHES = {"default": {"BACKEND": "bountysite.cache.RedisCache",
+                                   "LOCATION": f"redis://127.0.0.1:{free_port()}/0",
+                                   "OPTIONS": {"socket_connect_timeout": 0.25, "socket_timeout": 0.25}}}
+    yield
+    REDIS.answered()
+
+
+@pytest.mark.parametrize("configured", [False, True], ids=["without-redis", "with-redis"])
+def test_redis_is_reported_as_it_answers(api: Client, settings: Any, active: Deployment, configured: bool) -> None:
+    settings.CACHES = ({"default": {"BACKEND": "bountysite.cache.RedisCache", "LOCATION": django_settings.REDIS_URL}}
+                       if configured and django_settings.REDIS_URL else
+                       {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}})
+    body = health(api)
+    expected = "ok" if configured and django_settings.REDIS_URL else "not_configured"
+    assert body["redis"] == {"status": expected, "unreachable_since": None, "unreachable_seconds": None}
+    assert body["status"] == "ok"
+
+
+@pytest.mark.usefixtures("unreachable_redis")
+def test_an_unreachable_redis_is_degraded_naming_it_and_reads_still_answer(api: Client, active: Deployment) -> None:
+    make_bounty(active, bounty_id=1)
+    assert api.get("/bounties").status_code == 200  # from the database, the cache skipped
+    body = health(api)
+    assert body["status"] == "degraded"
+    assert body["redis"]["status"] == "unreachable"
+    assert body["redis"]["unreachable_since"] is not None and body["redis"]["unreachable_seconds"] == 0

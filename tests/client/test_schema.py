@@ -44,6 +44,7 @@ TYPED_DICT_OF = {
     "HealthIndexer": schema.HealthIndexer,
     "HealthBackfill": schema.HealthBackfill,
     "HealthIndexerProcess": schema.HealthIndexerProcess,
+    "HealthRedis": schema.HealthRedis,
 }
 # Components the client has no TypedDict for: a list's two shapes (an array of records or a page)
 # and the error body, which RequestFailedError.detail carries.

@@ -47,7 +47,7 @@ def indexer(chain: Chain, db: None) -> Indexer:
 def process_env(chain: Chain, **extra: str) -> dict[str, str]:
     """Environment for a `manage.py` process that shares this test's database, Redis database
     (the test worker's own) and chain."""
-    redis = {"REDIS_URL": django_settings.CACHES["default"]["LOCATION"]} if django_settings.REDIS_URL else {}
+    redis = {"REDIS_URL": str(django_settings.CACHES["default"]["LOCATION"])} if django_settings.REDIS_URL else {}
     return {
         **os.environ,
         **redis,

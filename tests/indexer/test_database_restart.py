@@ -1,8 +1,9 @@
 """PostgreSQL restarting under a running indexer and a running daphne: a server of the test's own
 (tests/servers.py, ThrowawayPostgres) stopped with a fast shutdown and started again, as a minor
-upgrade or a failover does. The indexer reconnects and takes its lock again (no traceback, nothing
-lost or applied twice); while the server is down the read routes and /health answer 503 with the
-service's error shape."""
+upgrade or a failover does. Both indexers, the writer and its standby, reconnect; whichever takes
+the writer lock first writes and the other stands by again (no traceback, nothing lost or applied
+twice); while the server is down the read routes and /health answer 503 with the service's error
+shape."""
 
 from __future__ import annotations
 
@@ -37,6 +38,17 @@ def _count(database: ThrowawayPostgres, sql: str) -> int:
     return int(row[0]) if row else 0
 
 
+def _roles(database: ThrowawayPostgres) -> list[str]:
+    """The roles the indexer processes announce, sorted; empty while the database does not answer."""
+    try:
+        with psycopg.connect(database.url.replace("postgres://", "postgresql://"), connect_timeout=2) as conn:
+            rows = conn.execute("SELECT role FROM indexer_indexerprocess WHERE last_seen > now() - interval '6 s' "
+                                "ORDER BY role").fetchall()
+    except psycopg.Error:
+        return []
+    return [row[0] for row in rows]
+
+
 @pytest.fixture
 def database() -> Iterator[ThrowawayPostgres]:
     with ThrowawayPostgres() as server:
@@ -53,9 +65,12 @@ def test_the_indexer_and_the_read_api_ride_through_a_restart_of_postgresql(chain
                    capture_output=True, timeout=120)
     indexer = start(env)
     server = start_daphne(env)
+    standby: subprocess.Popen[str] | None = None
     try:
         _bounty(chain, "ipfs://before-the-restart")
         wait_until(lambda: _count(database, "SELECT count(*) FROM records_bounty") == 1, timeout=30)
+        standby = start(env)
+        wait_until(lambda: _roles(database) == ["standby", "writer"], timeout=30)
         assert httpx.get(server.http("/bounties")).status_code == 200
 
         database.stop("fast")
@@ -68,11 +83,16 @@ def test_the_indexer_and_the_read_api_ride_through_a_restart_of_postgresql(chain
         _bounty(chain, "ipfs://after-the-restart")
         wait_until(lambda: _count(database, "SELECT count(*) FROM records_bounty") == 3, timeout=60)
         wait_until(lambda: httpx.get(server.http("/bounties")).status_code == 200, timeout=30)
-        assert indexer.poll() is None, "the indexer is still running"
+        # One writer and one standby again, whichever took the lock first.
+        wait_until(lambda: _roles(database) == ["standby", "writer"], timeout=30)
+        assert indexer.poll() is None and standby.poll() is None, "both indexers are still running"
         applied = _count(database, "SELECT count(*) FROM indexer_appliedlog")
     finally:
-        indexer.send_signal(signal.SIGTERM)
-        output, _ = indexer.communicate(timeout=30)
+        outputs = []
+        for process in (indexer, standby):
+            if process is not None:
+                process.send_signal(signal.SIGTERM)
+                outputs.append(process.communicate(timeout=30)[0])
         stop(server.process)
     for response in down:
         assert response.status_code == 503, response.text
@@ -80,7 +100,8 @@ def test_the_indexer_and_the_read_api_ride_through_a_restart_of_postgresql(chain
     assert [response.headers.get("Retry-After") for response in down[:2]] == ["5", "5"]
     assert down[0].json() == {"detail": "the database cannot be reached; try again shortly"}
     assert waited < 4, f"a request waited {waited:.1f} s"
-    assert indexer.returncode == 0, output
-    assert "Traceback" not in output, output
-    assert "the database went away" in output and "taking the writer lock again" in output
+    for process, output in zip((indexer, standby), outputs, strict=True):
+        assert process is not None and process.returncode == 0, output
+        assert "Traceback" not in output, output
+        assert "the database went away" in output and "taking the writer lock again" in output
     assert applied == record_log_count(chain.board), "every log applied once"

@@ -387,6 +387,8 @@ export interface components {
             version: string;
             deployment: components["schemas"]["HealthDeployment"];
             indexer: components["schemas"]["HealthIndexer"];
+            /** @description Redis (REDIS_URL) as the answering web process reaches it */
+            redis: components["schemas"]["HealthRedis"];
         };
         HealthBackfill: {
             from_block: number;
@@ -470,6 +472,24 @@ export interface components {
             role: "writer" | "standby";
             /** Format: date-time */
             last_seen: string;
+        };
+        HealthRedis: {
+            /**
+             * @description unreachable: reads go on from the database without the response cache, rate limits and websocket caps are counted per process, websocket feeds poll the change log (status is degraded)
+             *
+             *     * `ok` - ok
+             *     * `unreachable` - unreachable
+             *     * `not_configured` - not_configured
+             * @enum {string}
+             */
+            status: "ok" | "unreachable" | "not_configured";
+            /**
+             * Format: date-time
+             * @description this process has not reached Redis since then; null while it answers
+             */
+            unreachable_since: string | null;
+            /** @description how long this process has not reached Redis; null while it answers */
+            unreachable_seconds: number | null;
         };
         Submission: {
             /** @description deployment chain ID */
