@@ -190,7 +190,8 @@ class ThrowawayRedis:
     again on the same port, and freezes (SIGSTOP: it accepts connections and answers nothing, as
     a Redis swapping or stuck in a long command does), with the machine's `redis-server`."""
 
-    def __init__(self) -> None:
+    def __init__(self, *options: str) -> None:
+        self.options = options  # redis-server's own, e.g. "--maxmemory", "1mb"
         self.port = free_port()
         self.url = f"redis://127.0.0.1:{self.port}/0"
         self.process: subprocess.Popen[bytes] | None = None
@@ -205,7 +206,8 @@ class ThrowawayRedis:
 
     def start(self) -> None:
         self.process = subprocess.Popen(
-            [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+            [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+             *self.options],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 20
         while True:

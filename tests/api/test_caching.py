@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
+import redis
 from django.core.cache import cache
 from django.http import HttpResponseBase
 from django.test import Client
@@ -10,6 +13,7 @@ from django.test import Client
 from records.models import Deployment
 from tests.api import helpers as h
 from tests.factories import bump_version, make_bounty, make_dispute, set_status
+from tests.servers import ThrowawayRedis
 
 CACHE_CONTROL = "public, no-cache"
 
@@ -124,3 +128,22 @@ def test_errors_are_not_answered_as_not_modified(api: Client, tree: h.Tree, temp
     response = fetch(api, template, tree, "*")
     assert response.status_code in (400, 404)
     assert "ETag" not in response
+
+
+def test_a_redis_whose_memory_is_full_refuses_the_cache_and_answers_go_on_unchanged(
+        api: Client, settings: Any, tree: h.Tree, caplog: pytest.LogCaptureFixture) -> None:
+    # A real Redis that refuses every write ("OOM command not allowed"): not an outage, only the
+    # refused calls are done without, and said at most once a minute.
+    with ThrowawayRedis("--maxmemory", "1", "--maxmemory-policy", "noeviction") as full:
+        expected = api.get(f"/bounties/{tree.bounty.bounty_id}/overview").content
+        own = settings.CACHES
+        settings.CACHES = {"default": {"BACKEND": "bountysite.cache.RedisCache", "LOCATION": full.url}}
+        answers = [api.get(f"/bounties/{tree.bounty.bounty_id}/overview") for _ in range(3)]
+        health = api.get("/health").json()
+        settings.CACHES = own  # before the server stops: the tests' teardown clears the cache
+        with pytest.raises(redis.exceptions.OutOfMemoryError):  # it does refuse
+            redis.Redis.from_url(full.url).set("a", "b")
+    assert [(response.status_code, response.content) for response in answers] == [(200, expected)] * 3
+    assert health["redis"]["status"] == "ok"
+    refusals = [record.getMessage() for record in caplog.records if "Redis refused" in record.getMessage()]
+    assert len(refusals) <= 1 and all("maxmemory" in message for message in refusals), refusals
