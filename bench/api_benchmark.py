@@ -279,13 +279,14 @@ def deep_created_at_baseline(report: Report, n: int = 20) -> None:
     of the deployments' ID orders that record_page takes, and the index-only skip it took before
     (still its fallback), called directly."""
     from records import selectors
+    from records.kinds import BOUNTY
 
-    query = selectors.ListQuery("bounties", selectors.DeploymentFilter(), sort="created_at")
+    query = selectors.ListQuery(BOUNTY, selectors.DeploymentFilter(), sort="created_at")
     ids = selectors.deployment_ids(query.deployments)
 
     def skip() -> list[selectors.PageRow]:
         ordered = selectors._filtered(query, ids).order_by(*selectors._ordering(query, ids))
-        return selectors._deferred_page("bounties", ordered, 900_000, 50)
+        return selectors._deferred_page(BOUNTY, ordered, 900_000, 50)
 
     def merge() -> list[selectors.PageRow]:
         return selectors.record_page(query, 900_000, 50)

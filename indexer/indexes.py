@@ -1,6 +1,7 @@
 """The record tables' secondary indexes, which a bulk backfill builds after it has caught up.
 
-Every sort key has a B-tree index and, on PostgreSQL, `q` has a trigram GIN index per table.
+Every sort key but the long texts (records.kinds: `unindexed_sort_fields`) has a B-tree index and,
+on PostgreSQL, `q` has a trigram GIN index per table.
 Kept up to date row by row they are most of a backfill's database time; built once from the
 finished tables they cost a fraction of that (how Ponder and Envio backfill too). So a backfill
 that will add more rows than the tables already hold drops them first (`defer`) and builds
@@ -37,12 +38,12 @@ from django.utils import timezone
 
 from indexer.backend import backend
 from indexer.models import IndexState, IndexStateChoice
-from records.models import Bounty, Deployment, Dispute, Submission
+from records.kinds import KINDS
+from records.models import Deployment
 
 logger = logging.getLogger(__name__)
 
-RECORD_MODELS: tuple[type[models.Model], ...] = (Bounty, Submission, Dispute)
-_KINDS = ("bounty", "submission", "dispute")  # Deployment's <kind>_total, in RECORD_MODELS' order
+RECORD_MODELS: tuple[type[models.Model], ...] = tuple(kind.model for kind in KINDS)
 # Connections of a plain (not concurrent) build on PostgreSQL: one per core, at least two.
 BUILD_CONNECTIONS = max(2, os.cpu_count() or 2)
 TRIGRAM_SUFFIX = "_search_trgm"
@@ -269,8 +270,7 @@ def _postgresql_jobs(missing: list[SecondaryIndex], *, concurrently: bool) -> li
     """The build's jobs, the longest first: the trigram indexes by table size, then the B-trees.
     Concurrent builds on one table wait for each other, so then a table's statements are one
     job; plain builds of one table run side by side, so then each statement is a job."""
-    sizes = Deployment.objects.aggregate(**{str(model._meta.db_table): Sum(f"{kind}_total")
-                                            for model, kind in zip(RECORD_MODELS, _KINDS, strict=True)})
+    sizes = Deployment.objects.aggregate(**{str(kind.model._meta.db_table): Sum(kind.total_field) for kind in KINDS})
     statements = sorted(zip(missing, create_statements(missing, concurrently=concurrently), strict=True),
                         key=lambda pair: (pair[0].index is not None, -(sizes.get(pair[0].table) or 0)))
     if not concurrently:

@@ -26,7 +26,7 @@ import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 import orjson
 from django.db.models import F
@@ -47,6 +47,8 @@ from indexer.events import (
     SubmissionRefunded,
 )
 from records.changes import MessageType
+from records.kinds import BY_NAME, Kind
+from records.kinds import KINDS as RECORD_KINDS
 from records.models import (
     Bounty,
     BountyStatus,
@@ -57,9 +59,8 @@ from records.models import (
     SubmissionStatus,
 )
 from records.representation import JsonRecord, record_body, record_json
-from records.search import STATUS_FIELD, join_fields, search_fields
+from records.search import join_fields, search_fields
 
-Kind = Literal["bounty", "submission", "dispute"]
 Record = Bounty | Submission | Dispute
 UndoEntry = dict[str, Any]
 _R = TypeVar("_R", Bounty, Submission, Dispute)
@@ -72,27 +73,17 @@ SUBMISSION_STATUS_BY_ENUM = {
     3: SubmissionStatus.REJECTED,
     4: SubmissionStatus.REFUNDED,
 }
-# Fields a transition may change on an existing record; undo restores exactly these.
-MUTABLE_FIELDS: dict[Kind, tuple[str, ...]] = {
-    "bounty": ("status", "submission_count"),
-    "submission": ("status", "dispute_count"),
-    "dispute": ("status",),
-}
-# What `save()` writes back for a changed record: the mutable fields and the search text.
-_WRITTEN_FIELDS = {kind: [*fields, "search_text", "body"] for kind, fields in MUTABLE_FIELDS.items()}
 logger = logging.getLogger(__name__)
 
-KINDS: tuple[Kind, ...] = ("bounty", "submission", "dispute")
+KINDS: tuple[Kind, ...] = tuple(kind.name for kind in RECORD_KINDS)  # parents before children
+# What `save()` writes back for a changed record: the mutable fields (records.kinds: what undo
+# restores) and the search text and body.
+_WRITTEN_FIELDS = {kind.name: [*kind.mutable_fields, "search_text", "body"] for kind in RECORD_KINDS}
 # What `save()` writes for a new record: every column but the primary key.
 _INSERTED_FIELDS: dict[Kind, list[str]] = {
-    kind: [f.attname for f in model._meta.concrete_fields if not f.primary_key]
-    for kind, model in zip(KINDS, (Bounty, Submission, Dispute), strict=True)
+    kind.name: [f.attname for f in kind.model._meta.concrete_fields if not f.primary_key] for kind in RECORD_KINDS
 }
 _LATEST_DATETIME = datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC)
-_MODELS: dict[Kind, tuple[type[Any], str]] = {
-    "bounty": (Bounty, "bounty_id"), "submission": (Submission, "submission_id"), "dispute": (Dispute, "dispute_id"),
-}
-_TABLES: dict[Kind, str] = {"bounty": "bounties", "submission": "submissions", "dispute": "disputes"}
 
 
 def chain_time(timestamp: int) -> datetime:
@@ -111,7 +102,7 @@ class Message:
     kind: Kind
     key: int
     block_number: int
-    state: tuple[Any, ...] = ()  # the record's MUTABLE_FIELDS right after the change
+    state: tuple[Any, ...] = ()  # the record's mutable fields (records.kinds) right after the change
     removed: JsonRecord | None = None  # the last payload of a record that no longer exists
 
 
@@ -151,7 +142,7 @@ class RecordStore:
                 table[getattr(record, id_field)] = record
 
     def get(self, kind: Kind, key: int) -> Any:
-        table: dict[int, Any] = getattr(self, _TABLES[kind])
+        table: dict[int, Any] = getattr(self, BY_NAME[kind].resource)
         if key not in table:
             raise InconsistentChain(
                 f"{kind} {key} is not in the mirror; is BOUNTY_START_BLOCK after the contract's deployment block?"
@@ -172,7 +163,8 @@ class RecordStore:
         """An existing record the current event changes (after noting its undo entry)."""
         record = self.get(kind, key)
         if self.undo is not None:
-            self.undo.append({"kind": kind, "id": key, "before": {f: getattr(record, f) for f in MUTABLE_FIELDS[kind]}})
+            before = {name: getattr(record, name) for name in BY_NAME[kind].mutable_fields}
+            self.undo.append({"kind": kind, "id": key, "before": before})
         self.touch(kind, key)
         return record
 
@@ -214,7 +206,7 @@ class RecordStore:
             # written: most changes in a backfill are a parent's counter going up.
             rendered = [self._render(kind, key) for key in dirty]
             for names, keys in ((_WRITTEN_FIELDS[kind], [k for k, again in zip(dirty, rendered, strict=True) if again]),
-                                (list(MUTABLE_FIELDS[kind]),
+                                (list(BY_NAME[kind].mutable_fields),
                                  [k for k, again in zip(dirty, rendered, strict=True) if not again])):
                 if keys:
                     rows = [[self.deployment.pk, key, *(getattr(table[key], name) for name in names)] for key in keys]
@@ -239,7 +231,7 @@ class RecordStore:
         rules out; cleared on the deployment object at once, so later batches skip the check."""
         flags = []
         for kind in KINDS:
-            flag = f"{kind}_in_chain_order"
+            flag = BY_NAME[kind].in_chain_order_field
             if not getattr(self.deployment, flag):
                 continue
             model, id_field, table = self._table(kind)
@@ -262,8 +254,8 @@ class RecordStore:
         return flags
 
     def _table(self, kind: Kind) -> tuple[type[Any], str, dict[int, Any]]:
-        model, id_field = _MODELS[kind]
-        return model, id_field, getattr(self, _TABLES[kind])
+        described = BY_NAME[kind]
+        return described.model, described.id_field, getattr(self, described.resource)
 
     def _render(self, kind: Kind, key: int) -> bool:
         """Renders what the record stores about itself: its search text and its JSON body (which
@@ -280,7 +272,7 @@ class RecordStore:
             if rendered.status == status:
                 return False
             fields = list(rendered.fields)
-            fields[STATUS_FIELD[type(record)]] = str(status).lower()
+            fields[BY_NAME[kind].search_fields.index("status")] = str(status).lower()
             body = record.body.replace(_status_member(rendered.status), _status_member(status), 1)
         else:
             fields = search_fields(record)
@@ -294,7 +286,7 @@ class RecordStore:
     def message(self, type_: MessageType, kind: Kind, key: int, block_number: int) -> Message:
         """A message about the record as it is now."""
         record = self.get(kind, key)
-        return Message(type_, kind, key, block_number, tuple(getattr(record, f) for f in MUTABLE_FIELDS[kind]))
+        return Message(type_, kind, key, block_number, tuple(getattr(record, f) for f in BY_NAME[kind].mutable_fields))
 
     def payload(self, message: Message) -> JsonRecord | orjson.Fragment:
         """The message's record as the API serializes it, as it was right after the change: the
@@ -302,7 +294,7 @@ class RecordStore:
         if message.removed is not None:
             return message.removed
         record = self.get(message.kind, message.key)
-        names = MUTABLE_FIELDS[message.kind]
+        names = BY_NAME[message.kind].mutable_fields
         now = tuple(getattr(record, name) for name in names)
         if now == message.state:
             if (message.kind, message.key) in self.created or (message.kind, message.key) in self.changed:
@@ -564,18 +556,6 @@ def apply_event(store: RecordStore, event: RecordEvent, block_time: datetime, *,
     return store.undo or []
 
 
-UPDATED_TYPE: dict[Kind, MessageType] = {
-    "bounty": MessageType.BOUNTY_UPDATED,
-    "submission": MessageType.SUBMISSION_UPDATED,
-    "dispute": MessageType.DISPUTE_UPDATED,
-}
-REMOVED_TYPE: dict[Kind, MessageType] = {
-    "bounty": MessageType.BOUNTY_REMOVED,
-    "submission": MessageType.SUBMISSION_REMOVED,
-    "dispute": MessageType.DISPUTE_REMOVED,
-}
-
-
 def undo_entries(store: RecordStore, entries: list[UndoEntry], block_number: int) -> list[Message]:
     """Reverts the given undo entries (newest first) and returns the corrective messages:
     `<kind>.updated` with each surviving record in its restored state, `<kind>.removed` with the
@@ -601,7 +581,7 @@ def undo_entries(store: RecordStore, entries: list[UndoEntry], block_number: int
         if (kind, key) in seen or (kind, key) in removed:
             continue
         seen.add((kind, key))
-        messages.append(store.message(UPDATED_TYPE[kind], kind, key, block_number))
-    messages.extend(Message(REMOVED_TYPE[kind], kind, key, block_number, removed=payload)
+        messages.append(store.message(BY_NAME[kind].updated, kind, key, block_number))
+    messages.extend(Message(BY_NAME[kind].removed, kind, key, block_number, removed=payload)
                     for (kind, key), payload in removed.items())
     return messages

@@ -15,6 +15,8 @@ from django.db import connections, models
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models.sql.compiler import SQLCompiler
 
+from records.kinds import KINDS
+
 if TYPE_CHECKING:
     from django.db.models.sql.compiler import _AsSqlType
 
@@ -22,9 +24,6 @@ if TYPE_CHECKING:
 else:
     _Condition = models.Lookup
 
-# (model name, ID field, flag) of each record kind
-KINDS = (("Bounty", "bounty_id", "bounty_in_chain_order"), ("Submission", "submission_id", "submission_in_chain_order"),
-         ("Dispute", "dispute_id", "dispute_in_chain_order"))
 
 
 def out_of_order(model: type[Any], id_field: str, deployment_id: int, using: str = "default") -> bool:
@@ -47,8 +46,9 @@ def refresh_in_chain_order(apps: Any, using: str = "default") -> None:
     models, current or historical)."""
     deployments = apps.get_model("records", "Deployment")
     for deployment in deployments.objects.using(using).all():
-        flags = {flag: not out_of_order(apps.get_model("records", name), id_field, deployment.pk, using)
-                 for name, id_field, flag in KINDS}
+        flags = {kind.in_chain_order_field: not out_of_order(apps.get_model("records", kind.model_name),
+                                                             kind.id_field, deployment.pk, using)
+                 for kind in KINDS}
         deployments.objects.using(using).filter(pk=deployment.pk).update(**flags)
 
 

@@ -18,6 +18,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from records.fields import AddressField, Bytes32Field, OrderedTextField, UInt256Field
+from records.kinds import BOUNTY, DISPUTE, SUBMISSION, RecordKind
 
 
 class BountyStatus(models.TextChoices):
@@ -86,10 +87,12 @@ class ChainRecord(models.Model):
         abstract = True
 
 
-def _sort_indexes(prefix: str, id_field: str, keys: list[str]) -> list[models.Index]:
-    """An index per sort key, ending in the ID and deployment tie-breaks: pages come in index
-    order, and a deep page skips its offset in an index-only scan of (key, ID, deployment)."""
-    return [models.Index(fields=[key, id_field, "deployment"], name=f"{prefix}_{key}_idx"[:30]) for key in keys]
+def _sort_indexes(kind: RecordKind) -> list[models.Index]:
+    """An index per sort key of the kind (records.kinds), ending in the ID and deployment
+    tie-breaks: pages come in index order, and a deep page skips its offset in an index-only scan
+    of (key, ID, deployment)."""
+    return [models.Index(fields=[key, kind.id_field, "deployment"], name=f"{kind.name}_{key}_idx"[:30])
+            for key in kind.indexed_sort_fields]
 
 
 class Bounty(ChainRecord):
@@ -113,11 +116,7 @@ class Bounty(ChainRecord):
         ]
         indexes = [
             models.Index(fields=["bounty_id"], name="bounty_id_idx"),
-            *_sort_indexes(
-                "bounty",
-                "bounty_id",
-                ["created_at", "deadline", "bounty_amount", "bond_amount", "status", "poster", "submission_count"],
-            ),
+            *_sort_indexes(BOUNTY),
         ]
 
     def __str__(self) -> str:
@@ -152,11 +151,7 @@ class Submission(ChainRecord):
         indexes = [
             models.Index(fields=["submission_id"], name="submission_id_idx"),
             models.Index(fields=["deployment", "bounty_id", "submission_id"], name="submission_parent_idx"),
-            *_sort_indexes(
-                "submission",
-                "submission_id",
-                ["created_at", "bounty_id", "bond_amount", "status", "claimant", "review_deadline", "dispute_count"],
-            ),
+            *_sort_indexes(SUBMISSION),
         ]
 
     def __str__(self) -> str:
@@ -197,11 +192,7 @@ class Dispute(ChainRecord):
             models.Index(fields=["dispute_id"], name="dispute_id_idx"),
             models.Index(fields=["deployment", "bounty_id", "dispute_id"], name="dispute_bounty_idx"),
             models.Index(fields=["deployment", "submission_id", "dispute_id"], name="dispute_submission_idx"),
-            *_sort_indexes(
-                "dispute",
-                "dispute_id",
-                ["created_at", "bounty_id", "submission_id", "bond_amount", "status", "challenger_id"],
-            ),
+            *_sort_indexes(DISPUTE),
         ]
 
     def __str__(self) -> str:

@@ -15,13 +15,10 @@ from django.db import connections
 from django.db.models import QuerySet, Value
 from django.db.models.functions import StrIndex
 
+from records.kinds import kind_of
 from records.models import Bounty, Dispute, Submission
 
 SEPARATOR = "\x1f"
-
-
-# Where each kind's status sits in `search_fields`: after the decimal IDs, which a status never equals.
-STATUS_FIELD = {Bounty: 1, Submission: 2, Dispute: 3}
 
 
 def join_fields(fields: list[str]) -> str:
@@ -32,17 +29,8 @@ def join_fields(fields: list[str]) -> str:
 
 
 def search_fields(record: Bounty | Submission | Dispute) -> list[str]:
-    """The lowercased values `q` matches for this record, in order (duplicates kept)."""
-    if isinstance(record, Bounty):
-        values: tuple[object, ...] = (record.bounty_id, record.status, record.poster, record.metadata_uri,
-                                      record.metadata_hash, record.tx_hash, record.prompt)
-    elif isinstance(record, Submission):
-        values = (record.submission_id, record.bounty_id, record.status, record.tile_id, record.claimant,
-                  record.metadata_uri, record.metadata_hash, record.tx_hash, record.content)
-    else:
-        values = (record.dispute_id, record.bounty_id, record.submission_id, record.status, record.challenger_id,
-                  record.metadata_uri, record.metadata_hash, record.tx_hash, record.reason)
-    return [str(value).lower() for value in values]
+    """The lowercased values `q` matches for this record, in its kind's order (duplicates kept)."""
+    return [str(getattr(record, field)).lower() for field in kind_of(record).search_fields]
 
 
 def search_document(record: Bounty | Submission | Dispute) -> str:

@@ -7,11 +7,11 @@ these functions, and serialize what they return; no query is built anywhere else
 from __future__ import annotations
 
 import operator
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from functools import reduce
-from typing import Any, Generic, Literal, NamedTuple, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar
 
 from django.conf import settings
 from django.db import connection
@@ -19,49 +19,15 @@ from django.db.models import F, Min, OuterRef, Q, QuerySet, Subquery
 
 from indexer.models import ChangeLogEntry, SyncState
 from records.chronology import AnyOf, EpochMicroseconds
+from records.kinds import BOUNTY, DISPUTE, SUBMISSION, RecordKind
 from records.merged_order import Key, page_elements
 from records.models import Bounty, Deployment, Dispute, Submission
 from records.representation import JsonRecord
 from records.search import matching, search_term
 
-Resource = Literal["bounties", "submissions", "disputes"]
 RecordT = TypeVar("RecordT", Bounty, Submission, Dispute)
-
-# The lists' sort keys (docs/api.md, Parameters) and the model field each one sorts by.
-SORT_FIELDS: dict[Resource, dict[str, str]] = {
-    "bounties": {
-        "id": "bounty_id", "created_at": "created_at", "deadline": "deadline", "reward": "bounty_amount",
-        "bounty_amount": "bounty_amount", "bond": "bond_amount", "bond_amount": "bond_amount", "status": "status",
-        "poster": "poster", "prompt": "prompt", "submissions": "submission_count",
-        "submission_count": "submission_count",
-    },
-    "submissions": {
-        "id": "submission_id", "created_at": "created_at", "submitted": "created_at", "bounty": "bounty_id",
-        "bounty_id": "bounty_id", "bond": "bond_amount", "bond_amount": "bond_amount", "status": "status",
-        "claimant": "claimant", "content": "content", "review": "review_deadline",
-        "review_deadline": "review_deadline", "disputes": "dispute_count", "dispute_count": "dispute_count",
-    },
-    "disputes": {
-        "id": "dispute_id", "created_at": "created_at", "submitted": "created_at", "bounty": "bounty_id",
-        "bounty_id": "bounty_id", "submission": "submission_id", "submission_id": "submission_id",
-        "bond": "bond_amount", "bond_amount": "bond_amount", "status": "status", "challenger": "challenger_id",
-        "reason": "reason",
-    },
-}
 BIGINT_MAX = 2**63 - 1  # the database's integer
 MAX_OFFSET = BIGINT_MAX  # no table holds that many rows
-TOTAL_FIELDS: dict[Resource, str] = {
-    "bounties": "bounty_total", "submissions": "submission_total", "disputes": "dispute_total",
-}
-CHAIN_ORDER_FIELDS: dict[Resource, str] = {
-    "bounties": "bounty_in_chain_order", "submissions": "submission_in_chain_order",
-    "disputes": "dispute_in_chain_order",
-}
-ID_FIELDS: dict[Resource, str] = {"bounties": "bounty_id", "submissions": "submission_id", "disputes": "dispute_id"}
-COUNT_FIELDS: dict[Resource, str] = {"bounties": "submission_count", "submissions": "dispute_count"}
-MODELS: dict[Resource, type[Bounty] | type[Submission] | type[Dispute]] = {
-    "bounties": Bounty, "submissions": Submission, "disputes": Dispute,
-}
 
 
 @dataclass(frozen=True)
@@ -74,7 +40,7 @@ class DeploymentFilter:
 
 @dataclass(frozen=True)
 class ListQuery:
-    resource: Resource
+    kind: RecordKind
     deployments: DeploymentFilter
     # Exact filters as ORM lookups, (("bounty_id", 7), ("status__in", ("open",))): records.api.filters
     # declares them. A parent's ID is only meaningful within one deployment.
@@ -117,8 +83,14 @@ def deployment_get(chain_id: int, contract_address: str) -> Deployment | None:
     return Deployment.objects.filter(chain_id=chain_id, contract_address=contract_address.lower()).first()
 
 
-def deployments_by_id() -> dict[int, Deployment]:
-    return {d.pk: d for d in Deployment.objects.all()}
+def deployment_qualified(chain_id: int | None, contract_address: str | None) -> Deployment | None:
+    """The deployment a single-record route or a parent filter addresses (docs/api.md,
+    Deployments): the one `chain_id` and `contract_address` name (the caller has checked they come
+    together), or the active deployment when neither is given; None when the service does not
+    index it."""
+    if chain_id is None or contract_address is None:
+        return active_deployment()
+    return None if chain_id > BIGINT_MAX else deployment_get(chain_id, contract_address)
 
 
 def data_version(deployments: DeploymentFilter | Deployment | None = None) -> str:
@@ -163,7 +135,7 @@ def deployment_ids(deployments: DeploymentFilter) -> list[int]:
 
 
 def _filtered(query: ListQuery, ids: list[int]) -> QuerySet[Any]:
-    records: QuerySet[Any] = MODELS[query.resource].objects.all()
+    records: QuerySet[Any] = query.kind.model.objects.all()
     if query.matches_nothing or not ids:
         return records.none()
     records = records.filter(deployment_id=ids[0]) if len(ids) == 1 else records.filter(deployment_id__in=ids)
@@ -178,8 +150,8 @@ def _filtered(query: ListQuery, ids: list[int]) -> QuerySet[Any]:
 
 
 def _ordering(query: ListQuery, ids: list[int]) -> list[str]:
-    id_field = ID_FIELDS[query.resource]
-    key = SORT_FIELDS[query.resource].get(query.sort, id_field)
+    id_field = query.kind.id_field
+    key = query.kind.sort_keys.get(query.sort, id_field)
     sign = "-" if query.descending else ""
     order = [f"{sign}{key}"]
     if key != id_field:
@@ -210,21 +182,21 @@ def record_page(query: ListQuery, offset: int, limit: int) -> list[PageRow]:
         return []
     ids = deployment_ids(query.deployments)
     records = _filtered(query, ids).order_by(*_ordering(query, ids))
-    id_field = ID_FIELDS[query.resource]
-    key = SORT_FIELDS[query.resource].get(query.sort, id_field)
+    id_field = query.kind.id_field
+    key = query.kind.sort_keys.get(query.sort, id_field)
     plain = bool(ids) and not query.narrowed
     by_time = key == "created_at" and offset >= DEFERRED_OFFSET
     if offset and plain and (key == id_field or by_time):
         if key == id_field or len(ids) == 1:
-            ranges = _dense_id_ranges(query.resource, ids, in_chain_order=key != id_field)
+            ranges = _dense_id_ranges(query.kind, ids, in_chain_order=key != id_field)
             if ranges is not None:
                 by_id = records if key == id_field else _filtered(query, ids).order_by(
                     *_ordering(replace(query, sort="id"), ids))
-                return _id_range_page(query.resource, by_id, ranges, offset, limit, descending=query.descending)
+                return _id_range_page(query.kind, by_id, ranges, offset, limit, descending=query.descending)
         else:
             with read_snapshot():  # its reads build on one another
-                ranges = _dense_id_ranges(query.resource, ids, in_chain_order=True)
-                page = None if ranges is None else _merged_time_page(query.resource, ranges, offset, limit,
+                ranges = _dense_id_ranges(query.kind, ids, in_chain_order=True)
+                page = None if ranges is None else _merged_time_page(query.kind, ranges, offset, limit,
                                                                      descending=query.descending)
             if page is not None:
                 return page
@@ -236,9 +208,9 @@ def record_page(query: ListQuery, offset: int, limit: int) -> list[PageRow]:
             if count <= 0:
                 return []
             records = _filtered(query, ids).order_by(*_ordering(backwards, ids))
-            return _deferred_page(query.resource, records, total - offset - count, count)[::-1]
-        return _deferred_page(query.resource, records, offset, limit)
-    return _page_rows(query.resource, records[offset : offset + limit])
+            return _deferred_page(query.kind, records, total - offset - count, count)[::-1]
+        return _deferred_page(query.kind, records, offset, limit)
+    return _page_rows(query.kind, records[offset : offset + limit])
 
 
 def _plain_total(query: ListQuery, ids: list[int]) -> int | None:
@@ -246,12 +218,12 @@ def _plain_total(query: ListQuery, ids: list[int]) -> int | None:
     (None for other lists, which would need a COUNT)."""
     if query.narrowed:
         return None
-    totals = Deployment.objects.filter(pk__in=ids).values_list(TOTAL_FIELDS[query.resource], flat=True)
+    totals = Deployment.objects.filter(pk__in=ids).values_list(query.kind.total_field, flat=True)
     return int(sum(totals))
 
 
-def _page_rows(resource: Resource, records: QuerySet[Any]) -> list[PageRow]:
-    count = COUNT_FIELDS.get(resource)
+def _page_rows(kind: RecordKind, records: QuerySet[Any]) -> list[PageRow]:
+    count = kind.counter
     if count is None:
         return [PageRow(body, None) for body in records.values_list("body", flat=True)]
     return [PageRow(*row) for row in records.values_list("body", count)]
@@ -268,18 +240,18 @@ class IdRange(NamedTuple):
     high: int
 
 
-def _dense_id_ranges(resource: Resource, ids: list[int], *, in_chain_order: bool = False) -> list[IdRange] | None:
+def _dense_id_ranges(kind: RecordKind, ids: list[int], *, in_chain_order: bool = False) -> list[IdRange] | None:
     """Each deployment's lowest and highest ID, if its IDs run without gaps (None otherwise):
     one query, two index probes per deployment beside its total. With `in_chain_order`, None
     also unless every deployment's records of the resource are in chain order."""
-    id_field = ID_FIELDS[resource]
-    mine = MODELS[resource].objects.filter(deployment_id=OuterRef("pk")).values(id_field)
+    id_field = kind.id_field
+    mine = kind.model.objects.filter(deployment_id=OuterRef("pk")).values(id_field)
     deployments = Deployment.objects.filter(pk__in=ids)
     if in_chain_order:
-        deployments = deployments.filter(**{CHAIN_ORDER_FIELDS[resource]: True})
+        deployments = deployments.filter(**{kind.in_chain_order_field: True})
     edges = list(deployments.order_by("pk").values_list(
         "pk",
-        TOTAL_FIELDS[resource],
+        kind.total_field,
         Subquery(mine.order_by(id_field)[:1]),
         Subquery(mine.order_by(f"-{id_field}")[:1]),
     ))
@@ -295,7 +267,7 @@ def _dense_id_ranges(resource: Resource, ids: list[int], *, in_chain_order: bool
     return ranges
 
 
-def _id_range_page(resource: Resource, records: QuerySet[Any], ranges: list[IdRange], offset: int,
+def _id_range_page(kind: RecordKind, records: QuerySet[Any], ranges: list[IdRange], offset: int,
                    limit: int, *, descending: bool) -> list[PageRow]:
     """The page at `offset` of records ordered by ID, then deployment, over dense ID ranges.
 
@@ -322,9 +294,9 @@ def _id_range_page(resource: Resource, records: QuerySet[Any], ranges: list[IdRa
             middle = (below + above + 1) // 2
             below, above = (middle, above) if before(middle) <= offset else (below, middle - 1)
     skip = offset - before(below)  # rows of other deployments with the same ID that come first
-    id_field = ID_FIELDS[resource]
+    id_field = kind.id_field
     edge = {f"{id_field}__lte" if descending else f"{id_field}__gte": below}
-    return _page_rows(resource, records.filter(**edge)[skip : skip + limit])
+    return _page_rows(kind, records.filter(**edge)[skip : skip + limit])
 
 
 @contextmanager
@@ -355,13 +327,13 @@ def read_snapshot() -> Iterator[None]:
                 cursor.execute("ROLLBACK")
 
 
-def _merged_time_page(resource: Resource, ranges: list[IdRange], offset: int, limit: int, *,
+def _merged_time_page(kind: RecordKind, ranges: list[IdRange], offset: int, limit: int, *,
                       descending: bool) -> list[PageRow] | None:
     """A deep page sorted by created_at over several deployments in chain order. Each
     deployment's records are then sorted by (created_at, ID) in ID order, and the list is their
     merge: records.merged_order finds the page from keys read by ID, a few hundred index probes
     per read. None if the records changed under the reads."""
-    model, id_field = MODELS[resource], ID_FIELDS[resource]
+    model, id_field = kind.model, kind.id_field
     sign = -1 if descending else 1  # merged_order runs ascending: descending keys are negated
 
     def id_at(edges: IdRange, position: int) -> int:
@@ -392,29 +364,29 @@ def _merged_time_page(resource: Resource, ranges: list[IdRange], offset: int, li
     elements = page_elements([high - low + 1 for _, low, high in ranges], offset, limit, keys_at)
     if elements is None:
         return None
-    return _rows_by_key(resource, [(ranges[e.sequence].deployment, id_at(ranges[e.sequence], e.position))
+    return _rows_by_key(kind, [(ranges[e.sequence].deployment, id_at(ranges[e.sequence], e.position))
                                    for e in elements])
 
 
-def _deferred_page(resource: Resource, records: QuerySet[Any], offset: int, limit: int) -> list[PageRow]:
+def _deferred_page(kind: RecordKind, records: QuerySet[Any], offset: int, limit: int) -> list[PageRow]:
     """A deep page of any order: the natural keys of the page from an index-only scan (the sort
     indexes end in the ID and the deployment), then those rows."""
-    id_field = ID_FIELDS[resource]
-    return _rows_by_key(resource, list(records.values_list("deployment_id", id_field)[offset : offset + limit]))
+    id_field = kind.id_field
+    return _rows_by_key(kind, list(records.values_list("deployment_id", id_field)[offset : offset + limit]))
 
 
-def _rows_by_key(resource: Resource, keys: list[tuple[int, int]]) -> list[PageRow]:
+def _rows_by_key(kind: RecordKind, keys: list[tuple[int, int]]) -> list[PageRow]:
     """The rows of the given (deployment, ID) keys, in their order."""
     if not keys:
         return []
-    id_field = ID_FIELDS[resource]
-    count = COUNT_FIELDS.get(resource)
+    id_field = kind.id_field
+    count = kind.counter
     ids_by_deployment: dict[int, set[int]] = {}
     for deployment, n in keys:
         ids_by_deployment.setdefault(deployment, set()).add(n)
     wanted = reduce(operator.or_, (Q(deployment_id=deployment, **{f"{id_field}__in": ids})
                                    for deployment, ids in ids_by_deployment.items()))
-    rows = MODELS[resource].objects.filter(wanted).values_list(
+    rows = kind.model.objects.filter(wanted).values_list(
         "deployment_id", id_field, "body", *([count] if count else []))
     by_key = {(row[0], row[1]): PageRow(row[2], row[3] if count else None) for row in rows}
     return [by_key[key] for key in keys if key in by_key]
@@ -438,15 +410,31 @@ def record_count(query: ListQuery) -> int:
         return total
     if len(query.filters) == 1 and not query.q and len(ids) == 1:
         ((field, value),) = query.filters
-        if query.resource == "submissions" and field == "bounty_id":
+        if query.kind is SUBMISSION and field == "bounty_id":
             counter = Bounty.objects.filter(deployment_id=ids[0], bounty_id=value).values_list(
                 "submission_count", flat=True).first()
             return counter or 0
-        if query.resource == "disputes" and field == "submission_id":
+        if query.kind is DISPUTE and field == "submission_id":
             counter = Submission.objects.filter(deployment_id=ids[0], submission_id=value).values_list(
                 "dispute_count", flat=True).first()
             return counter or 0
     return _filtered(query, ids).count()
+
+
+def record_get(kind: RecordKind, deployment: Deployment, record_id: int) -> Bounty | Submission | Dispute | None:
+    """One record of the kind, by its on-chain ID within the deployment."""
+    if record_id > BIGINT_MAX:
+        return None
+    return kind.model.objects.filter(deployment=deployment, **{kind.id_field: record_id}).first()
+
+
+def record_overview(kind: RecordKind, deployment: Deployment, record_id: int) -> Overview[Any] | None:
+    """The record with its relatives (bounty_overview, submission_overview, dispute_overview)."""
+    if record_id > BIGINT_MAX:
+        return None
+    overviews: dict[str, Callable[[Deployment, int], Overview[Any] | None]] = {
+        BOUNTY.name: bounty_overview, SUBMISSION.name: submission_overview, DISPUTE.name: dispute_overview}
+    return overviews[kind.name](deployment, record_id)
 
 
 def bounty_get(deployment: Deployment, bounty_id: int) -> Bounty | None:

@@ -22,6 +22,9 @@ from django.conf import settings
 from django.core.cache import cache
 from django.core.handlers.asgi import ASGIRequest
 from django.http import HttpRequest, HttpResponse, HttpResponseBase, HttpResponseNotModified, StreamingHttpResponse
+from django.utils.http import parse_etags
+from rest_framework.request import Request
+from rest_framework.response import Response
 
 CACHE_CONTROL = "public, no-cache"
 
@@ -43,11 +46,7 @@ def if_none_match(request: HttpRequest, etag: str) -> bool:
     if not header:
         return False
     opaque = etag.removeprefix("W/")
-    for candidate in header.split(","):
-        tag = candidate.strip()
-        if tag == "*" or tag.removeprefix("W/") == opaque:
-            return True
-    return False
+    return any(tag == "*" or tag.removeprefix("W/") == opaque for tag in parse_etags(header))
 
 
 def not_modified(etag: str) -> HttpResponse:
@@ -82,6 +81,13 @@ def cached_json(request: HttpRequest, key: str, build: Callable[[], Any]) -> Htt
     response["Cache-Control"] = CACHE_CONTROL
     response["Vary"] = "Accept"  # the same URL serves the browsable API to browsers
     return response
+
+
+def respond(request: Request, key: str, build: Callable[[], Any]) -> HttpResponseBase:
+    """JSON clients from the conditional cache (`cached_json`), browsers through DRF's browsable API."""
+    if request.accepted_renderer.format == "json":
+        return cached_json(request, key, build)
+    return Response(orjson.loads(orjson.dumps(build())))  # stored bodies parsed, to be shown indented
 
 
 async def _pull(chunks: Iterator[bytes]) -> AsyncIterator[bytes]:

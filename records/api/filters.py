@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 from functools import lru_cache
-from typing import Any, ClassVar, cast
+from typing import Any, cast
 
 import django_filters
 from django import forms
@@ -29,7 +29,7 @@ from rest_framework.filters import BaseFilterBackend
 from rest_framework.request import Request
 
 from records.models import Bounty, BountyStatus, Deployment, Dispute, DisputeStatus, Submission, SubmissionStatus
-from records.selectors import BIGINT_MAX, SORT_FIELDS, DeploymentFilter, ListQuery, active_deployment, deployment_get
+from records.selectors import BIGINT_MAX, DeploymentFilter, ListQuery, deployment_qualified
 
 BEYOND_BIGINT = BIGINT_MAX + 1  # stands for any larger number: nothing is stored that large
 _NON_NEGATIVE = re.compile(r"[0-9]+")
@@ -68,7 +68,7 @@ class _AddressField(forms.Field):
 
 
 class _RepeatedOrCommaSeparated(forms.Widget):
-    """`status=open,finalized` and `status=open&status=finalized` alike."""
+    """`status=open,resolved` and `status=open&status=resolved` alike."""
 
     def value_from_datadict(self, data: Any, files: Any, name: str) -> str | None:
         if name not in data:
@@ -117,7 +117,6 @@ class RecordFilterSet(django_filters.FilterSet):
     chain_id = IdFilter(field_name="deployment__chain_id", help_text="only this chain's deployments")
     contract_address = AddressFilter(field_name="deployment__contract_address",
                                      help_text="only this deployment (needs chain_id; any letter case)")
-    parents: ClassVar[tuple[str, ...]] = ()  # filters by a parent's ID, meaningful within one deployment
 
     def lookups(self) -> tuple[tuple[str, Any], ...]:
         """The valid form's record filters as ORM lookups (the deployment's left out)."""
@@ -137,28 +136,18 @@ class RecordFilterSet(django_filters.FilterSet):
         return f"{name} {errors[0]}"
 
 
-class NoSuchDeployment(Exception):
-    """A single-record route or parent filter qualified by a deployment the service does not index."""
-
-
-def qualified_deployment(params: QueryDict) -> Deployment:
-    """The deployment a single-record route or parent filter addresses (docs/api.md, Deployments).
-
-    Both `chain_id` and `contract_address`: that deployment; neither: the active deployment;
-    one of them: 400. NoSuchDeployment when the service does not index it."""
+def qualified_deployment(params: QueryDict) -> Deployment | None:
+    """The deployment a single-record route or parent filter addresses (selectors.deployment_qualified),
+    from `chain_id` and `contract_address`, which come together or not at all (else a 400); None
+    when the service does not index it."""
     has_chain, has_address = "chain_id" in params, "contract_address" in params
     if has_chain != has_address:
         raise ParseError("chain_id and contract_address must be sent together (or both left out "
                          "for the active deployment)")
     if not has_chain:
-        deployment = active_deployment()
-    else:
-        cleaned, _ = validated_filters(RecordFilterSet, params)
-        chain_id, address = cleaned["chain_id"], cleaned["contract_address"]
-        deployment = None if chain_id > BIGINT_MAX else deployment_get(chain_id, address)
-    if deployment is None:
-        raise NoSuchDeployment
-    return deployment
+        return deployment_qualified(None, None)
+    cleaned, _ = validated_filters(RecordFilterSet, params)
+    return deployment_qualified(cleaned["chain_id"], cleaned["contract_address"])
 
 
 _PARENT_HELP = "records of this parent, within the deployment named by chain_id + contract_address (or the active one)"
@@ -178,7 +167,6 @@ class SubmissionFilterSet(RecordFilterSet):
     bounty_id = IdFilter(help_text=_PARENT_HELP)
     status = StatusFilter(choices=SubmissionStatus.choices, help_text="only submissions in these statuses")
     claimant = AddressFilter(help_text=_ACTOR_HELP.format("claimant"))
-    parents = ("bounty_id",)
 
     class Meta:
         model = Submission
@@ -190,7 +178,6 @@ class DisputeFilterSet(RecordFilterSet):
     submission_id = IdFilter(help_text=_PARENT_HELP)
     status = StatusFilter(choices=DisputeStatus.choices, help_text="only disputes in these statuses")
     challenger = AddressFilter(field_name="challenger_id", help_text=_ACTOR_HELP.format("challenger"))
-    parents = ("bounty_id", "submission_id")
 
     class Meta:
         model = Dispute
@@ -247,10 +234,9 @@ class RecordFilterBackend(BaseFilterBackend):
         deployments = DeploymentFilter(chain_id=chain_id, contract_address=address)
         beyond = [value for _, value in lookups if isinstance(value, int) and not isinstance(value, bool)]
         matches_nothing = (chain_id is not None and chain_id > BIGINT_MAX) or any(v > BIGINT_MAX for v in beyond)
-        if any(cleaned.get(name) is not None for name in filterset_class.parents):
-            try:
-                deployment = qualified_deployment(params)
-            except NoSuchDeployment:
+        if any(cleaned.get(name) is not None for name in view.kind.parents):
+            deployment = qualified_deployment(params)
+            if deployment is None:
                 matches_nothing = True
             else:
                 deployments = DeploymentFilter(chain_id=deployment.chain_id,
@@ -299,6 +285,6 @@ class SortBackend(BaseFilterBackend):
     def get_schema_operation_parameters(self, view: Any) -> list[dict[str, Any]]:
         return [
             _parameter("sort", "sort key; unknown keys sort by id; ties break by id",
-                       enum=sorted(SORT_FIELDS[view.resource])),
+                       enum=sorted(view.kind.sort_keys)),
             _parameter("dir", "any case; anything else means desc", enum=["asc", "desc"]),
         ]

@@ -20,9 +20,10 @@ from django.core.cache import cache
 from rest_framework.pagination import BasePagination
 from rest_framework.request import Request
 
+from records.api.caching import cache_key, respond
 from records.api.filters import bounded_int
 from records.representation import with_counter
-from records.selectors import COUNT_FIELDS, ListQuery, record_count, record_page
+from records.selectors import ListQuery, data_version, record_count, record_page
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 100
@@ -53,22 +54,33 @@ def parse_cursor(raw: str | None) -> tuple[int, str | None]:
 
 
 class RecordPagination(BasePagination):
-    """Offset cursors over a `ListQuery`; the page's rows are the records' stored bodies."""
+    """Offset cursors over a `ListQuery`; the page's rows are the records' stored bodies.
 
-    def paginate_queryset(self, queryset: Any, request: Request, view: Any = None) -> Page | None:  # type: ignore[override]
-        """The page to cut, or None for an unpaged array."""
+    `paginate_queryset` decides whether the list is paged and where the page starts, reading
+    nothing; `get_paginated_response` answers the page object, read only when the conditional
+    cache does not hold it for the data's version (records.api.caching)."""
+
+    def paginate_queryset(self, queryset: Any, request: Request, view: Any = None) -> Any:
+        """The page to cut, or None for an unpaged array (when none of limit, cursor and q is sent,
+        and none of the view's `always_paged_by` filters)."""
         params = request.query_params
-        always_paged = getattr(view, "resource", None) == "disputes" and "bounty_id" in params
-        if not always_paged and not any(name in params for name in PAGING_PARAMS):
+        if not any(name in params for name in (*PAGING_PARAMS, *getattr(view, "always_paged_by", ()))):
             return None
         offset, cursor = parse_cursor(params.get("cursor"))
+        self.request, self.view, self.query = request, view, queryset
         return Page(offset=offset, limit=parse_limit(params.get("limit")), cursor=cursor)
+
+    def get_paginated_response(self, data: Page) -> Any:
+        """The page object `data` cuts, from the conditional cache (or DRF's browsable API)."""
+        version = data_version(self.query.deployments)
+        key = cache_key(self.request, self.view.shaping_parameters(), version)
+        return respond(self.request, key, lambda: self.page_object(self.query, data, version))
 
     def page_object(self, query: ListQuery, page: Page, version: str) -> dict[str, Any]:
         """The page object: the stored bodies (with submission_count / dispute_count where the
         spec has them), the total and the cursors."""
-        counter = COUNT_FIELDS.get(query.resource)
-        items = [orjson.Fragment(body if counter is None else with_counter(body, counter, count))  # type: ignore[arg-type]
+        counter = query.kind.counter
+        items = [orjson.Fragment(body if counter is None or count is None else with_counter(body, counter, count))
                  for body, count in record_page(query, page.offset, page.limit)]
         total = self._total(query, version, page, len(items))
         following = page.offset + page.limit
@@ -84,7 +96,7 @@ class RecordPagination(BasePagination):
     def _total(query: ListQuery, version: str, page: Page, shown: int) -> int:
         """The total, cached per filter and data version: every page and sort of a filter shares
         it. A page that is not full but not past the end tells it without counting."""
-        filters = (query.resource, query.deployments, query.filters, query.q, query.matches_nothing, version)
+        filters = (query.kind.name, query.deployments, query.filters, query.q, query.matches_nothing, version)
         key = "count:" + hashlib.sha256(repr(filters).encode()).hexdigest()
         total = cache.get(key)
         if total is None:

@@ -12,8 +12,8 @@ from typing import Any
 from drf_spectacular.utils import OpenApiParameter, PolymorphicProxySerializer, extend_schema, extend_schema_view
 from rest_framework import serializers
 
+from records.kinds import RecordKind
 from records.models import BountyStatus, DisputeStatus, SubmissionStatus
-from records.selectors import Resource
 
 
 def _amount(what: str) -> serializers.CharField:
@@ -24,7 +24,7 @@ def _address(what: str) -> serializers.CharField:
     return serializers.CharField(help_text=f"{what}, EIP-55 checksummed")
 
 
-class _Record(serializers.Serializer[Any]):
+class _RecordSerializer(serializers.Serializer[Any]):
     chain_id = serializers.IntegerField(help_text="deployment chain ID")
     contract_address = _address("deployment contract address")
     metadata_uri = serializers.CharField()
@@ -35,7 +35,7 @@ class _Record(serializers.Serializer[Any]):
     created_at = serializers.DateTimeField(help_text="RFC 3339 UTC: timestamp of the block that created the record")
 
 
-class Bounty(_Record):
+class BountySerializer(_RecordSerializer):
     id = serializers.IntegerField(help_text="bounty ID (unique per deployment)")
     prompt = serializers.CharField(help_text="holds the same value as metadata_uri")
     bounty_amount = _amount("reward")
@@ -48,11 +48,11 @@ class Bounty(_Record):
     challenge_window = serializers.IntegerField(help_text="review window, seconds")
 
 
-class BountyRow(Bounty):
+class BountyRowSerializer(BountySerializer):
     submission_count = serializers.IntegerField()
 
 
-class Submission(_Record):
+class SubmissionSerializer(_RecordSerializer):
     id = serializers.IntegerField(help_text="submission ID (unique per deployment)")
     bounty_id = serializers.IntegerField()
     tile_id = _address("submitter")
@@ -63,11 +63,11 @@ class Submission(_Record):
     claimant = _address("submitter")
 
 
-class SubmissionRow(Submission):
+class SubmissionRowSerializer(SubmissionSerializer):
     dispute_count = serializers.IntegerField()
 
 
-class Dispute(_Record):
+class DisputeSerializer(_RecordSerializer):
     id = serializers.IntegerField(help_text="dispute ID (unique per deployment)")
     bounty_id = serializers.IntegerField()
     submission_id = serializers.IntegerField()
@@ -78,7 +78,9 @@ class Dispute(_Record):
 
 
 def _page(name: str, row: type[serializers.Serializer[Any]]) -> type[serializers.Serializer[Any]]:
-    return type(name, (serializers.Serializer,), {
+    """The page object of a list; its schema component is `name` (drf-spectacular drops the class
+    name's `Serializer`)."""
+    return type(f"{name}Serializer", (serializers.Serializer,), {
         "items": row(many=True),
         "total": serializers.IntegerField(help_text="matching records across all pages"),
         "limit": serializers.IntegerField(),
@@ -88,41 +90,41 @@ def _page(name: str, row: type[serializers.Serializer[Any]]) -> type[serializers
     })
 
 
-BountyPage = _page("BountyPage", BountyRow)
-SubmissionPage = _page("SubmissionPage", SubmissionRow)
-DisputePage = _page("DisputePage", Dispute)
+BountyPageSerializer = _page("BountyPage", BountyRowSerializer)
+SubmissionPageSerializer = _page("SubmissionPage", SubmissionRowSerializer)
+DisputePageSerializer = _page("DisputePage", DisputeSerializer)
 
 
-class BountyOverview(serializers.Serializer[Any]):
-    bounty = BountyRow()
-    submissions = SubmissionRow(many=True)
-    disputes = Dispute(many=True)
+class BountyOverviewSerializer(serializers.Serializer[Any]):
+    bounty = BountyRowSerializer()
+    submissions = SubmissionRowSerializer(many=True)
+    disputes = DisputeSerializer(many=True)
 
 
-class SubmissionOverview(serializers.Serializer[Any]):
-    submission = SubmissionRow()
-    bounty = BountyRow(allow_null=True)
-    disputes = Dispute(many=True)
+class SubmissionOverviewSerializer(serializers.Serializer[Any]):
+    submission = SubmissionRowSerializer()
+    bounty = BountyRowSerializer(allow_null=True)
+    disputes = DisputeSerializer(many=True)
 
 
-class DisputeOverview(serializers.Serializer[Any]):
-    dispute = Dispute()
-    submission = SubmissionRow(allow_null=True)
-    bounty = BountyRow(allow_null=True)
-    sibling_disputes = Dispute(many=True, help_text="the other disputes of the same submission")
+class DisputeOverviewSerializer(serializers.Serializer[Any]):
+    dispute = DisputeSerializer()
+    submission = SubmissionRowSerializer(allow_null=True)
+    bounty = BountyRowSerializer(allow_null=True)
+    sibling_disputes = DisputeSerializer(many=True, help_text="the other disputes of the same submission")
 
 
-class Error(serializers.Serializer[Any]):
+class ErrorSerializer(serializers.Serializer[Any]):
     detail = serializers.CharField()
 
 
-class HealthDeployment(serializers.Serializer[Any]):
+class HealthDeploymentSerializer(serializers.Serializer[Any]):
     chain_id = serializers.IntegerField()
     contract_address = serializers.CharField(allow_null=True)
     usdc_address = serializers.CharField(allow_null=True)
 
 
-class HealthBackfill(serializers.Serializer[Any]):
+class HealthBackfillSerializer(serializers.Serializer[Any]):
     from_block = serializers.IntegerField()
     to_block = serializers.IntegerField(help_text="the safe head the backfill runs to")
     done_blocks = serializers.IntegerField()
@@ -130,14 +132,14 @@ class HealthBackfill(serializers.Serializer[Any]):
     percent = serializers.FloatField()
 
 
-class HealthIndexerProcess(serializers.Serializer[Any]):
+class HealthIndexerProcessSerializer(serializers.Serializer[Any]):
     name = serializers.CharField(help_text="host name and process ID")
     role = serializers.ChoiceField(choices=["writer", "standby"],
                                    help_text="writer: holds the deployment's writer lock; standby: waits for it")
     last_seen = serializers.DateTimeField()
 
 
-class HealthIndexer(serializers.Serializer[Any]):
+class HealthIndexerSerializer(serializers.Serializer[Any]):
     enabled = serializers.BooleanField(help_text="an RPC URL is configured")
     running = serializers.BooleanField(help_text="the indexer's heartbeat is recent")
     synced = serializers.BooleanField(help_text="within the lag threshold of the safe head")
@@ -167,12 +169,12 @@ class HealthIndexer(serializers.Serializer[Any]):
         choices=["ready", "deferred", "building"],
         help_text="the search and sort indexes: deferred while a bulk backfill runs (answers stay correct, only "
                   "slower), then building, then ready")
-    backfill = HealthBackfill(allow_null=True, help_text="the backfill under way; null when caught up")
-    processes = HealthIndexerProcess(many=True, help_text="the deployment's indexer processes seen within the "
-                                     "heartbeat, the writer first")
+    backfill = HealthBackfillSerializer(allow_null=True, help_text="the backfill under way; null when caught up")
+    processes = HealthIndexerProcessSerializer(
+        many=True, help_text="the deployment's indexer processes seen within the heartbeat, the writer first")
 
 
-class HealthRedis(serializers.Serializer[Any]):
+class HealthRedisSerializer(serializers.Serializer[Any]):
     status = serializers.ChoiceField(
         choices=["ok", "unreachable", "not_configured"],
         help_text="unreachable: reads go on from the database without the response cache, rate limits and "
@@ -183,12 +185,12 @@ class HealthRedis(serializers.Serializer[Any]):
         allow_null=True, help_text="how long this process has not reached Redis; null while it answers")
 
 
-class Health(serializers.Serializer[Any]):
+class HealthSerializer(serializers.Serializer[Any]):
     status = serializers.ChoiceField(choices=["ok", "degraded", "error"])
     version = serializers.CharField()
-    deployment = HealthDeployment()
-    indexer = HealthIndexer()
-    redis = HealthRedis(help_text="Redis (REDIS_URL) as the answering web process reaches it")
+    deployment = HealthDeploymentSerializer()
+    indexer = HealthIndexerSerializer()
+    redis = HealthRedisSerializer(help_text="Redis (REDIS_URL) as the answering web process reaches it")
 
 
 QUALIFIER_PARAMETERS = [
@@ -202,13 +204,25 @@ _QUALIFIED = "One record, or an overview, of a qualified deployment."
 RECORD_ID = OpenApiParameter("record_id", int, OpenApiParameter.PATH, description="the record's on-chain ID")
 
 
-def resource_schema(resource: Resource, page: type[serializers.Serializer[Any]],
-                    plain: type[serializers.Serializer[Any]], overview: type[serializers.Serializer[Any]],
-                    overview_summary: str) -> Any:
+# Each kind's serializers, by the kind's name: (the page object, one record, the overview, the
+# overview's summary). The list's component is `<one record's component>List`.
+_RECORD_SCHEMAS: dict[str, tuple[type[serializers.Serializer[Any]], type[serializers.Serializer[Any]],
+                                 type[serializers.Serializer[Any]], str]] = {
+    "bounty": (BountyPageSerializer, BountySerializer, BountyOverviewSerializer,
+               "A bounty, its submissions and their disputes"),
+    "submission": (SubmissionPageSerializer, SubmissionSerializer, SubmissionOverviewSerializer,
+                   "A submission, its bounty and its disputes"),
+    "dispute": (DisputePageSerializer, DisputeSerializer, DisputeOverviewSerializer,
+                "A dispute with its submission, bounty, siblings"),
+}
+
+
+def record_schema(kind: RecordKind) -> Any:
     """A record viewset's operations. The list's parameters come from its filter backends and
     its pagination class (records.api.filters, records.api.pagination)."""
-    noun = {"bounties": "bounty", "submissions": "submission", "disputes": "dispute"}[resource]
-    always = " `/disputes?bounty_id=` always answers a page object." if resource == "disputes" else ""
+    page, plain, overview, overview_summary = _RECORD_SCHEMAS[kind.name]
+    resource, noun = kind.resource, kind.name
+    always = " `/disputes?bounty_id=` always answers a page object." if kind.name == "dispute" else ""
     return extend_schema_view(
         list=extend_schema(
             operation_id=f"{resource}_list",
@@ -216,18 +230,18 @@ def resource_schema(resource: Resource, page: type[serializers.Serializer[Any]],
             description=("An unpaged array when none of limit, cursor and q is sent (streamed), otherwise a page "
                          f"object.{always}"),
             responses={
-                200: PolymorphicProxySerializer(component_name=f"{plain.__name__}List",
+                200: PolymorphicProxySerializer(component_name=f"{plain.__name__.removesuffix('Serializer')}List",
                                                 serializers=[plain(many=True), page], resource_type_field_name=None,
                                                 many=False),
-                400: Error,
+                400: ErrorSerializer,
             },
         ),
         retrieve=extend_schema(operation_id=f"{noun}_get", summary=f"One {noun}", description=_QUALIFIED,
                                parameters=[RECORD_ID, *QUALIFIER_PARAMETERS],
-                               responses={200: plain, 400: Error, 404: Error}),
+                               responses={200: plain, 400: ErrorSerializer, 404: ErrorSerializer}),
         overview=extend_schema(operation_id=f"{noun}_overview", summary=overview_summary, description=_QUALIFIED,
                                parameters=[RECORD_ID, *QUALIFIER_PARAMETERS],
-                               responses={200: overview, 400: Error, 404: Error}),
+                               responses={200: overview, 400: ErrorSerializer, 404: ErrorSerializer}),
     )
 
 

@@ -1,6 +1,8 @@
-"""The read routes as DRF viewsets: a read-only viewset per resource (list, retrieve and the
-overview action) over the selectors, with the lists' filters, search and sort as filter backends
-(records.api.filters) and their paging as a pagination class (records.api.pagination), and /health.
+"""The read routes as DRF viewsets: one read-only viewset class (list, retrieve and the overview
+action) over the selectors, of which each record kind's viewset only sets attributes (its
+descriptor, records.kinds, and its FilterSet), with the lists' filters, search and sort as filter
+backends (records.api.filters) and their paging as a pagination class (records.api.pagination);
+and /health.
 
 JSON clients get the cached, ETag-tagged body (or a stream for unpaged arrays); a browser gets
 DRF's browsable API around the same data.
@@ -8,7 +10,7 @@ DRF's browsable API around the same data.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, ClassVar
 
 import orjson
@@ -27,11 +29,10 @@ from bountysite.cache import redis_answers
 from bountysite.redis_reach import REDIS
 from indexer.health import indexer_health
 from records.api import schema
-from records.api.caching import cache_key, cached_json, streamed_json_array
+from records.api.caching import cache_key, respond, streamed_json_array
 from records.api.filters import (
     BountyFilterSet,
     DisputeFilterSet,
-    NoSuchDeployment,
     RecordFilterBackend,
     RecordFilterSet,
     SearchBackend,
@@ -40,21 +41,18 @@ from records.api.filters import (
     qualified_deployment,
 )
 from records.api.pagination import RecordPagination
+from records.kinds import BOUNTY, DISPUTE, SUBMISSION, RecordKind, kind_of
 from records.models import Bounty, Deployment, Dispute, Submission
 from records.representation import checksum_address, rfc3339, with_counter
 from records.selectors import (
     DeploymentFilter,
     ListQuery,
-    Resource,
+    Overview,
     active_deployment,
-    bounty_get,
-    bounty_overview,
     data_version,
-    dispute_get,
-    dispute_overview,
     record_bodies,
-    submission_get,
-    submission_overview,
+    record_get,
+    record_overview,
 )
 
 QUALIFIERS = ("chain_id", "contract_address")
@@ -64,20 +62,30 @@ SERVICE_VERSION: str = settings.SERVICE_VERSION
 
 def stored(record: Bounty | Submission | Dispute, *, with_count: bool = False) -> orjson.Fragment:
     """The record's JSON as the indexer rendered and stored it (records.representation.record_body:
-    the one place a record's shape is made); `with_count` appends submission_count /
-    dispute_count where the spec has them."""
-    if with_count and isinstance(record, Bounty):
-        return orjson.Fragment(with_counter(record.body, "submission_count", record.submission_count))
-    if with_count and isinstance(record, Submission):
-        return orjson.Fragment(with_counter(record.body, "dispute_count", record.dispute_count))
+    the one place a record's shape is made); `with_count` appends its kind's counter
+    (submission_count, dispute_count) where it has one."""
+    counter = kind_of(record).counter
+    if with_count and counter is not None:
+        return orjson.Fragment(with_counter(record.body, counter, getattr(record, counter)))
     return orjson.Fragment(record.body)
 
 
-def respond(request: Request, key: str, build: Any) -> HttpResponseBase:
-    """JSON clients from the conditional cache, browsers through DRF."""
-    if request.accepted_renderer.format == "json":
-        return cached_json(request, key, build)
-    return Response(orjson.loads(orjson.dumps(build())))  # stored bodies parsed, to be shown indented
+def overview_body(kind: RecordKind, overview: Overview[Any]) -> dict[str, Any]:
+    """An overview: the record with its counter, its parents (with theirs, or null if the mirror
+    lacks them) and its children or siblings, each array by ID ascending."""
+    body: dict[str, Any] = {kind.name: stored(overview.record, with_count=True)}
+    if kind is BOUNTY:
+        body["submissions"] = [stored(submission, with_count=True) for submission in overview.submissions]
+    if kind is DISPUTE:
+        body["submission"] = _optional(overview.submission)
+    if kind is not BOUNTY:
+        body["bounty"] = _optional(overview.bounty)
+    body["sibling_disputes" if kind is DISPUTE else "disputes"] = [stored(d) for d in overview.disputes]
+    return body
+
+
+def _optional(record: Bounty | Submission | None) -> orjson.Fragment | None:
+    return None if record is None else stored(record, with_count=True)
 
 
 def _stream(query: ListQuery) -> Iterator[bytes]:
@@ -96,133 +104,98 @@ def _stream(query: ListQuery) -> Iterator[bytes]:
     yield b"]"
 
 
-class RecordViewSet(GenericViewSet):  # type: ignore[type-arg]  # its lists' queries are not QuerySets
-    """A resource's list, one record (`retrieve`) and its overview, all read-only. The lists'
-    "queryset" is a `ListQuery`, which the filter backends narrow and the pagination class cuts
-    (or leaves unpaged); single records are qualified by a deployment (or the active one)."""
+class RecordViewSet(GenericViewSet[Any]):
+    """A record kind's list, one record (`retrieve`) and its overview, all read-only; each kind's
+    viewset only sets the attributes below.
 
-    resource: ClassVar[Resource]
-    noun: ClassVar[str]
+    A list's "queryset" is a `ListQuery` (records.selectors), not a QuerySet: the filter backends
+    narrow it and the pagination class cuts it (or leaves it unpaged), and the selectors read the
+    page, the total or the stream with the fast paths only a whole query can choose. Single
+    records are qualified by a deployment (or the active one)."""
+
+    kind: ClassVar[RecordKind]
     filterset_class: ClassVar[type[RecordFilterSet]]
+    always_paged_by: ClassVar[tuple[str, ...]] = ()  # filters that ask for a page object by themselves
     filter_backends = [RecordFilterBackend, SearchBackend, SortBackend]
     pagination_class = RecordPagination
+    lookup_url_kwarg = "record_id"
+    lookup_value_converter = "int"  # an ID of more digits than Python converts is no route
 
     def get_queryset(self) -> Any:
-        """Every record of the resource, in every deployment, by ID, newest first."""
-        return ListQuery(resource=self.resource, deployments=DeploymentFilter())
+        """Every record of the kind, in every deployment, by ID, newest first."""
+        return ListQuery(kind=self.kind, deployments=DeploymentFilter())
 
     def list(self, request: Request) -> HttpResponseBase:
-        query: ListQuery = self.filter_queryset(self.get_queryset())  # type: ignore[assignment]
-        paginator: RecordPagination = self.paginator  # type: ignore[assignment]
-        page = paginator.paginate_queryset(query, request, self)
-        version = data_version(query.deployments)
-        key = cache_key(request, self.shaping_parameters(), version)
+        query = self.filter_queryset(self.get_queryset())
+        page = self.paginate_queryset(query)
         if page is None:
-            if request.accepted_renderer.format == "json":
-                return streamed_json_array(request, key, lambda: _stream(query))
-            return Response([orjson.loads(body) for body in record_bodies(query)])
-        return respond(request, key, lambda: paginator.page_object(query, page, version))
+            return self._unpaged(request, query)
+        return self.get_paginated_response(page)
+
+    def _unpaged(self, request: Request, query: Any) -> HttpResponseBase:
+        key = cache_key(request, self.shaping_parameters(), data_version(query.deployments))
+        if request.accepted_renderer.format == "json":
+            return streamed_json_array(request, key, lambda: _stream(query))
+        return Response([orjson.loads(body) for body in record_bodies(query)])
 
     def shaping_parameters(self) -> tuple[str, ...]:
         """Every query parameter that shapes a list's answer (its cache key)."""
         return ("limit", "cursor", "q", "sort", "dir", *self.filterset_class.base_filters)
 
     def retrieve(self, request: Request, record_id: int) -> HttpResponseBase:
-        return self._one(request, record_id, self.record_body)
+        def body(deployment: Deployment) -> Any:
+            record = record_get(self.kind, deployment, record_id)
+            if record is None:
+                raise self._missing(record_id)
+            return stored(record)
 
-    @action(detail=True, methods=["get"])  # routed explicitly in records.urls; the schema knows it so
+        return self._one(request, body)
+
+    @action(detail=True, methods=["get"])
     def overview(self, request: Request, record_id: int) -> HttpResponseBase:
-        return self._one(request, record_id, self.overview_body)
+        def body(deployment: Deployment) -> Any:
+            overview = record_overview(self.kind, deployment, record_id)
+            if overview is None:
+                raise self._missing(record_id)
+            return overview_body(self.kind, overview)
 
-    def _one(self, request: Request, record_id: int, body: Any) -> HttpResponseBase:
-        try:
-            deployment = qualified_deployment(request.query_params)
-        except NoSuchDeployment:
-            raise self.missing(record_id) from None
-        return respond(request, cache_key(request, QUALIFIERS, data_version(deployment)),
-                       lambda: body(deployment, record_id))
+        return self._one(request, body)
 
-    def record_body(self, deployment: Deployment, record_id: int) -> Any:
-        raise NotImplementedError
+    def _one(self, request: Request, body: Callable[[Deployment], Any]) -> HttpResponseBase:
+        """One record's answer, of the deployment the request qualifies (or the active one)."""
+        deployment = qualified_deployment(request.query_params)
+        if deployment is None:
+            raise self._missing(self.kwargs["record_id"])
+        return respond(request, cache_key(request, QUALIFIERS, data_version(deployment)), lambda: body(deployment))
 
-    def overview_body(self, deployment: Deployment, record_id: int) -> Any:
-        raise NotImplementedError
-
-    def missing(self, record_id: int) -> NotFound:
-        return NotFound(f"{self.noun} {record_id} not found")
-
-    def found(self, record: Any, record_id: int) -> Any:
-        """The record, or the 404 for it."""
-        if record is None:
-            raise self.missing(record_id)
-        return record
+    def _missing(self, record_id: int) -> NotFound:
+        return NotFound(f"{self.kind.name} {record_id} not found")
 
 
-@schema.resource_schema("bounties", schema.BountyPage, schema.Bounty, schema.BountyOverview,
-                        "A bounty, its submissions and their disputes")
+@schema.record_schema(BOUNTY)
 class BountyViewSet(RecordViewSet):
-    resource = "bounties"
-    noun = "bounty"
+    kind = BOUNTY
     filterset_class = BountyFilterSet
 
-    def record_body(self, deployment: Deployment, record_id: int) -> Any:
-        return stored(self.found(bounty_get(deployment, record_id), record_id))
 
-    def overview_body(self, deployment: Deployment, record_id: int) -> Any:
-        overview = self.found(bounty_overview(deployment, record_id), record_id)
-        return {
-            "bounty": stored(overview.record, with_count=True),
-            "submissions": [stored(s, with_count=True) for s in overview.submissions],
-            "disputes": [stored(d) for d in overview.disputes],
-        }
-
-
-@schema.resource_schema("submissions", schema.SubmissionPage, schema.Submission,
-                        schema.SubmissionOverview, "A submission, its bounty and its disputes")
+@schema.record_schema(SUBMISSION)
 class SubmissionViewSet(RecordViewSet):
-    resource = "submissions"
-    noun = "submission"
+    kind = SUBMISSION
     filterset_class = SubmissionFilterSet
 
-    def record_body(self, deployment: Deployment, record_id: int) -> Any:
-        return stored(self.found(submission_get(deployment, record_id), record_id))
 
-    def overview_body(self, deployment: Deployment, record_id: int) -> Any:
-        overview = self.found(submission_overview(deployment, record_id), record_id)
-        return {
-            "submission": stored(overview.record, with_count=True),
-            "bounty": _optional(overview.bounty),
-            "disputes": [stored(d) for d in overview.disputes],
-        }
-
-
-@schema.resource_schema("disputes", schema.DisputePage, schema.Dispute, schema.DisputeOverview,
-                        "A dispute with its submission, bounty, siblings")
+@schema.record_schema(DISPUTE)
 class DisputeViewSet(RecordViewSet):
-    resource = "disputes"
-    noun = "dispute"
+    kind = DISPUTE
     filterset_class = DisputeFilterSet
-
-    def record_body(self, deployment: Deployment, record_id: int) -> Any:
-        return stored(self.found(dispute_get(deployment, record_id), record_id))
-
-    def overview_body(self, deployment: Deployment, record_id: int) -> Any:
-        overview = self.found(dispute_overview(deployment, record_id), record_id)
-        return {
-            "dispute": stored(overview.record),
-            "submission": _optional(overview.submission),
-            "bounty": _optional(overview.bounty),
-            "sibling_disputes": [stored(d) for d in overview.disputes],
-        }
+    always_paged_by = ("bounty_id",)  # `/disputes?bounty_id=`: a bounty's disputes, always a page
 
 
-def _optional(record: Bounty | Submission | None) -> orjson.Fragment | None:
-    """A parent in an overview (with its count), or None if the mirror lacks it."""
-    return None if record is None else stored(record, with_count=True)
+RECORD_VIEWSETS: tuple[type[RecordViewSet], ...] = (BountyViewSet, SubmissionViewSet, DisputeViewSet)
 
 
 @extend_schema_view(get=extend_schema(operation_id="health", summary="Service status and indexer flags",
-                                      responses={200: schema.Health, 503: schema.Error}))
+                                      responses={200: schema.HealthSerializer, 503: schema.ErrorSerializer}))
 class Health(APIView):
     """Service status and the indexer's flags; never cached, never rate limited."""
 

@@ -17,12 +17,12 @@ from contextlib import ExitStack
 import orjson
 from django.db import connection
 
+from records.kinds import BOUNTY, DISPUTE, SUBMISSION, RecordKind
 from records.metrics import WS_MESSAGES
 from records.models import Deployment
 from records.selectors import (
     DeploymentFilter,
     ListQuery,
-    Resource,
     active_deployment,
     last_seq,
     read_snapshot,
@@ -35,10 +35,10 @@ SNAPSHOT_CHUNK = 500  # snapshot records per read from the database thread
 SNAPSHOT_READERS = 8  # concurrent snapshot reads per process (each holds a database connection)
 SNAPSHOT_STALL_SECONDS = 30  # a client that takes longer to accept a snapshot chunk is too slow
 
-_KINDS: list[tuple[Resource, SnapshotType]] = [
-    ("bounties", "bounty.created"),
-    ("submissions", "submission.created"),
-    ("disputes", "dispute.created"),
+_KINDS: list[tuple[RecordKind, SnapshotType]] = [
+    (BOUNTY, "bounty.created"),
+    (SUBMISSION, "submission.created"),
+    (DISPUTE, "dispute.created"),
 ]
 
 
@@ -61,12 +61,13 @@ class SnapshotReader:
             self._messages = itertools.chain.from_iterable(self._kind(deployment, *kind) for kind in _KINDS)
         self._messages = itertools.chain(self._messages, self._complete())
 
-    def _kind(self, deployment: Deployment, resource: Resource, kind: SnapshotType) -> Iterator[bytes]:
-        query = ListQuery(resource=resource, descending=False, deployments=DeploymentFilter(
+    def _kind(self, deployment: Deployment, kind: RecordKind, message_type: SnapshotType) -> Iterator[bytes]:
+        query = ListQuery(kind=kind, descending=False, deployments=DeploymentFilter(
             chain_id=deployment.chain_id, contract_address=deployment.contract_address))
         for body in record_bodies(query, chunk_size=SNAPSHOT_CHUNK * 4):  # the records' stored JSON
-            self._counts[resource] += 1
-            yield encode(SnapshotMessage(type=kind, payload=orjson.Fragment(body), snapshot=True, seq=self.last_seq))
+            self._counts[kind.resource] += 1
+            yield encode(SnapshotMessage(type=message_type, payload=orjson.Fragment(body), snapshot=True,
+                                         seq=self.last_seq))
 
     def _complete(self) -> Iterator[bytes]:
         yield encode(SnapshotComplete(type="snapshot.complete", payload=self._counts, seq=self.last_seq))

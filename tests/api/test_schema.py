@@ -18,7 +18,7 @@ from django.core.management import call_command
 from django.test import Client
 from drf_spectacular.validation import validate_schema
 
-from records.selectors import SORT_FIELDS, Resource
+from records.kinds import BY_RESOURCE, Resource
 
 RECORD_ROUTES = {
     f"/{resource}{suffix}"
@@ -92,7 +92,7 @@ def test_every_list_parameter_is_documented_with_every_sort_key(schema: dict[str
     expected = {"limit", "cursor", "q", "sort", "dir", "chain_id", "contract_address", *EXACT_FILTERS[resource]}
     assert set(parameters) == expected
     assert all(p["in"] == "query" and p.get("description") for p in parameters.values())
-    assert set(parameters["sort"]["schema"]["enum"]) == set(SORT_FIELDS[resource])  # every key and alias
+    assert set(parameters["sort"]["schema"]["enum"]) == set(BY_RESOURCE[resource].sort_keys)  # every key and alias
     assert set(parameters["dir"]["schema"]["enum"]) == {"asc", "desc"}
 
 

@@ -15,6 +15,7 @@ from django.db.models import F
 from django.test.utils import CaptureQueriesContext
 
 from records import merged_order, selectors
+from records.kinds import BOUNTY
 from records.models import Bounty, Deployment
 from records.selectors import DeploymentFilter, ListQuery, PageRow, record_list, record_page
 from tests.factories import T0, make_bounty, make_deployment
@@ -52,14 +53,14 @@ def _got(query: ListQuery, offset: int, limit: int) -> list[PageRow]:
 @pytest.mark.parametrize("limit", [1, 3, 8])
 def test_an_id_range_page_across_deployments_equals_the_plain_list_at_every_offset(
         dense: list[Deployment], descending: bool, limit: int) -> None:
-    query = ListQuery("bounties", ALL, descending=descending)
+    query = ListQuery(BOUNTY, ALL, descending=descending)
     for offset in range(40):
         assert _got(query, offset, limit) == _expected(query, offset, limit), offset
 
 
 @pytest.mark.parametrize("descending", [True, False], ids=["desc", "asc"])
 def test_an_id_range_page_of_one_deployment_equals_the_plain_list(dense: list[Deployment], descending: bool) -> None:
-    query = ListQuery("bounties", DeploymentFilter(chain_id=3), descending=descending)
+    query = ListQuery(BOUNTY, DeploymentFilter(chain_id=3), descending=descending)
     for offset in range(12):
         assert _got(query, offset, 2) == _expected(query, offset, 2), offset
 
@@ -67,8 +68,8 @@ def test_an_id_range_page_of_one_deployment_equals_the_plain_list(dense: list[De
 def test_an_id_range_page_reads_the_rows_at_its_offset_without_skipping_them(dense: list[Deployment]) -> None:
     """The page query starts at the ID the offset lands on, so SQL skips fewer rows than there are
     deployments (those sharing that ID that come first)."""
-    query = ListQuery("bounties", ALL)
-    ranges = selectors._dense_id_ranges("bounties", [d.pk for d in dense]) or []
+    query = ListQuery(BOUNTY, ALL)
+    ranges = selectors._dense_id_ranges(BOUNTY, [d.pk for d in dense]) or []
     assert [(r.low, r.high) for r in ranges] == [(1, 23), (1, 5), (10, 18)]
     with CaptureQueriesContext(connection) as queries:
         got = _got(query, 30, 3)
@@ -80,15 +81,15 @@ def test_an_id_range_page_reads_the_rows_at_its_offset_without_skipping_them(den
 
 def test_with_a_gap_in_the_ids_the_page_is_read_by_offset(dense: list[Deployment]) -> None:
     make_bounty(dense[1], bounty_id=40)  # 1..5 and 40: not dense
-    assert selectors._dense_id_ranges("bounties", [d.pk for d in dense]) is None
-    query = ListQuery("bounties", ALL)
+    assert selectors._dense_id_ranges(BOUNTY, [d.pk for d in dense]) is None
+    query = ListQuery(BOUNTY, ALL)
     for offset in (1, 17, 30, 37, 38):
         assert _got(query, offset, 4) == _expected(query, offset, 4), offset
 
 
 def test_a_deployment_without_records_takes_no_place(dense: list[Deployment]) -> None:
     make_deployment(chain_id=4)
-    query = ListQuery("bounties", ALL, descending=False)
+    query = ListQuery(BOUNTY, ALL, descending=False)
     for offset in (1, 5, 36):
         assert _got(query, offset, 3) == _expected(query, offset, 3), offset
 
@@ -99,9 +100,9 @@ def test_a_deferred_deep_page_equals_the_plain_list(dense: list[Deployment], mon
                                                     sort: str, descending: bool) -> None:
     """Keys first, then their rows, in the keys' order (forced from offset 1 here)."""
     monkeypatch.setattr(selectors, "DEFERRED_OFFSET", 1)
-    for query in (ListQuery("bounties", ALL, sort=sort, descending=descending),
-                  ListQuery("bounties", DeploymentFilter(chain_id=1), sort=sort, descending=descending),
-                  ListQuery("bounties", ALL, q="data", sort=sort, descending=descending)):
+    for query in (ListQuery(BOUNTY, ALL, sort=sort, descending=descending),
+                  ListQuery(BOUNTY, DeploymentFilter(chain_id=1), sort=sort, descending=descending),
+                  ListQuery(BOUNTY, ALL, q="data", sort=sort, descending=descending)):
         for offset in (1, 4, 20, 36, 37, 50):
             assert _got(query, offset, 5) == _expected(query, offset, 5), (query, offset)
 
@@ -131,7 +132,7 @@ def test_a_deep_page_by_created_at_in_chain_order_equals_the_plain_list_at_every
         chain_ordered: list[Deployment], monkeypatch: pytest.MonkeyPatch, descending: bool, limit: int) -> None:
     monkeypatch.setattr(selectors, "DEFERRED_OFFSET", 1)
     for deployments in (ALL, DeploymentFilter(chain_id=1), DeploymentFilter(chain_id=3)):
-        query = ListQuery("bounties", deployments, sort="created_at", descending=descending)
+        query = ListQuery(BOUNTY, deployments, sort="created_at", descending=descending)
         for offset in range(1, 40):
             assert _got(query, offset, limit) == _expected(query, offset, limit), (deployments, offset)
 
@@ -141,7 +142,7 @@ def test_a_deep_page_of_one_deployment_in_chain_order_by_created_at_is_an_id_ran
     """In chain order a deployment's created_at order is its ID order: the page query starts at
     the ID its offset lands on instead of skipping rows."""
     monkeypatch.setattr(selectors, "DEFERRED_OFFSET", 1)
-    query = ListQuery("bounties", DeploymentFilter(chain_id=1), sort="created_at", descending=False)
+    query = ListQuery(BOUNTY, DeploymentFilter(chain_id=1), sort="created_at", descending=False)
     with CaptureQueriesContext(connection) as queries:
         got = _got(query, 15, 3)
     assert got == _expected(query, 15, 3)
@@ -154,9 +155,9 @@ def test_a_deployment_out_of_chain_order_takes_the_deferred_path(
     monkeypatch.setattr(selectors, "DEFERRED_OFFSET", 1)
     make_bounty(chain_ordered[1], bounty_id=6, created_at=T0)  # older than bounty 5 of its deployment
     Deployment.objects.filter(pk=chain_ordered[1].pk).update(bounty_in_chain_order=False)
-    assert selectors._dense_id_ranges("bounties", [chain_ordered[1].pk], in_chain_order=True) is None
+    assert selectors._dense_id_ranges(BOUNTY, [chain_ordered[1].pk], in_chain_order=True) is None
     for descending in (True, False):
-        query = ListQuery("bounties", DeploymentFilter(chain_id=2), sort="created_at", descending=descending)
+        query = ListQuery(BOUNTY, DeploymentFilter(chain_id=2), sort="created_at", descending=descending)
         for offset in (1, 2, 4, 5):
             assert _got(query, offset, 2) == _expected(query, offset, 2), offset
 
@@ -169,7 +170,7 @@ def test_a_deep_page_by_created_at_across_deployments_in_sampling_rounds_equals_
     monkeypatch.setattr(merged_order, "SAMPLES", 3)
     monkeypatch.setattr(merged_order, "MIN_SAMPLES", 2)
     monkeypatch.setattr(merged_order, "WHOLE_KEYS", 4)
-    query = ListQuery("bounties", ALL, sort="created_at", descending=descending)
+    query = ListQuery(BOUNTY, ALL, sort="created_at", descending=descending)
     for offset in range(1, 40):
         with CaptureQueriesContext(connection) as queries:
             got = _got(query, offset, 2)
@@ -180,7 +181,7 @@ def test_a_deep_page_by_created_at_across_deployments_in_sampling_rounds_equals_
 def test_a_deep_page_by_created_at_across_deployments_reads_keys_by_id_not_by_skipping(
         chain_ordered: list[Deployment], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(selectors, "DEFERRED_OFFSET", 1)
-    query = ListQuery("bounties", ALL, sort="created_at")
+    query = ListQuery(BOUNTY, ALL, sort="created_at")
     with CaptureQueriesContext(connection) as queries:
         got = _got(query, 20, 3)
     assert got == _expected(query, 20, 3)
@@ -205,7 +206,7 @@ def test_a_record_gone_under_the_reads_gives_the_page_of_the_records_there(
 
     monkeypatch.setattr(selectors, "_dense_id_ranges", ranges_then_reorganised)
     for descending in (True, False):
-        query = ListQuery("bounties", ALL, sort="created_at", descending=descending)
+        query = ListQuery(BOUNTY, ALL, sort="created_at", descending=descending)
         with CaptureQueriesContext(connection) as queries:
             got = _got(query, 20, 3)
         assert got == _expected(query, 20, 3), descending
@@ -219,7 +220,7 @@ def test_a_deep_page_by_created_at_across_deployments_reads_one_snapshot(
     the page's reads run: the page is the list as it was when they began, read by the merge, not
     a mix of before and after (nor the skip that a missing key would fall back to)."""
     monkeypatch.setattr(selectors, "DEFERRED_OFFSET", 1)
-    query = ListQuery("bounties", ALL, sort="created_at")
+    query = ListQuery(BOUNTY, ALL, sort="created_at")
     before = _expected(query, 3, 4)
     ranges_then = selectors._dense_id_ranges
 
