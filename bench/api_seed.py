@@ -1,6 +1,6 @@
 """Seed a PostgreSQL database for the read-API benchmark (bench/api_benchmark.py).
 
-    cd /work/main && .venv/bin/python bench/api_seed.py [--bounties 1000000] [--fresh]
+    .venv/bin/python bench/api_seed.py [--bounties 1000000] [--fresh]
 
 Creates (or reuses) the database `bench_api` on 127.0.0.1:5432 (user postgres, trust auth), runs
 `manage.py migrate` against it in a subprocess, and fills it with PostgreSQL COPY:

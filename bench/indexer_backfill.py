@@ -1,6 +1,6 @@
 """Indexer backfill benchmark: the raw ceiling, backfill into SQLite, backfill into PostgreSQL.
 
-    cd /work/main && .venv/bin/python bench/indexer_backfill.py [--events 50000]
+    .venv/bin/python bench/indexer_backfill.py [--events 50000]
 
 1. Chain. Starts its own anvil, deploys the reference contracts (`deploy_reference_contracts`)
    and generates at least `--events` record events in a realistic mix (bounties, submissions,

@@ -1,6 +1,6 @@
 """Websocket `/ws/events` benchmark: broadcast latency to many clients, snapshot throughput.
 
-    cd /work/main && .venv/bin/python bench/ws_broadcast.py [--clients 1000] [--changes 1000]
+    .venv/bin/python bench/ws_broadcast.py [--clients 1000] [--changes 1000]
         [--records 100000] [--client-processes 2] [--database sqlite:////tmp/ws-bench/db.sqlite3]
         [--redis redis://127.0.0.1:6379/12] [--poll-ms N]
 
