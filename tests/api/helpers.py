@@ -233,6 +233,30 @@ def expected_dispute(dispute: Dispute) -> dict[str, Any]:
     }
 
 
+def expected_bounty_overview(bounty: Bounty) -> dict[str, Any]:
+    """The bounty with its count, its submissions with theirs and their disputes, by ID ascending."""
+    submissions = bounty.submissions.order_by("submission_id")
+    return {"bounty": expected_bounty(bounty, with_count=True),
+            "submissions": [expected_submission(s, with_count=True) for s in submissions],
+            "disputes": [expected_dispute(d) for d in bounty.disputes.order_by("dispute_id")]}
+
+
+def expected_submission_overview(submission: Submission) -> dict[str, Any]:
+    """The submission and its bounty with their counts, and its disputes by ID ascending."""
+    return {"submission": expected_submission(submission, with_count=True),
+            "bounty": expected_bounty(submission.bounty, with_count=True),
+            "disputes": [expected_dispute(d) for d in submission.disputes.order_by("dispute_id")]}
+
+
+def expected_dispute_overview(dispute: Dispute) -> dict[str, Any]:
+    """The dispute, its submission and bounty with their counts, and the submission's other disputes."""
+    siblings = dispute.submission.disputes.exclude(pk=dispute.pk).order_by("dispute_id")
+    return {"dispute": expected_dispute(dispute),
+            "submission": expected_submission(dispute.submission, with_count=True),
+            "bounty": expected_bounty(dispute.bounty, with_count=True),
+            "sibling_disputes": [expected_dispute(d) for d in siblings]}
+
+
 # ------------------------------------------------------------------ seed data
 
 
@@ -583,71 +607,16 @@ def check_sort_keys(api: Client, resource: str, records: Sequence[Bounty | Submi
             assert sorted_ids(api, resource, key, direction) == wanted, (key, direction)
 
 
-# ------------------------------------------------------------------ behaviours every single-record route shares
-# `template` is a route with {b}/{s}/{d} placeholders; `expected` builds a Tree's answer.
+# ------------------------------------------------------------------ record types
 
 
-def check_reads_the_qualified_deployment(api: Client, template: str, deployments: Sequence[Deployment],
-                                         expected: Callable[[Tree], Any]) -> None:
-    """Unqualified: the active deployment (the first); qualified in any letter case: that deployment's
-    record, although every deployment has the same IDs."""
-    trees = [colliding_tree(deployment) for deployment in deployments]
-    path = template.format(**trees[0].ids)
-    assert get_json(api, path) == expected(trees[0])
-    for deployment, tree in zip(deployments, trees, strict=True):
-        for case in ADDRESS_CASES.values():
-            assert get_json(api, path, qualifiers(deployment, case)) == expected(tree)
-    assert expected(trees[0]) != expected(trees[1])
-
-
-def check_half_qualified(api: Client, template: str, deployment: Deployment) -> None:
-    path = template.format(**colliding_tree(deployment).ids)
-    for params in HALF_QUALIFIED:
-        detail = error_detail(api, path, params, status=400)
-        assert "chain_id" in detail and "contract_address" in detail, params
-
-
-def check_malformed_qualifiers(api: Client, template: str, deployment: Deployment) -> None:
-    path = template.format(**colliding_tree(deployment).ids)
-    for params, name in MALFORMED_QUALIFIERS:
-        assert name in error_detail(api, path, params, status=400), params
-
-
-def check_unknown_deployments(api: Client, template: str, deployment: Deployment) -> None:
-    path = template.format(**colliding_tree(deployment).ids)
-    for params in UNKNOWN_DEPLOYMENTS:
-        error_detail(api, path, params, status=404)
-
-
-def check_no_active_deployment(api: Client, template: str, elsewhere: Deployment) -> None:
-    """The configured deployment is not indexed (yet): unqualified requests find nothing."""
-    path = template.format(**colliding_tree(elsewhere).ids)
-    error_detail(api, path, status=404)
-    assert get_json(api, path, qualifiers(elsewhere))
-
-
-MISSING_IDS = [0, 9, 2**31, 2**63 - 1, 2**63, 2**64, HUGE, UINT256_MAX]
-
-
-def check_missing(api: Client, template: str, deployment: Deployment) -> None:
-    """A 404 whose detail names the record, for IDs up to 2^256-1; other records exist."""
-    existing = colliding_tree(deployment).ids
-    for record in MISSING_IDS:
-        route_ids = {**existing, template.split("{")[1][0]: record}
-        detail = error_detail(api, template.format(**route_ids), status=404)
-        assert str(record) in detail
-
-
-def check_record_types(row: dict[str, Any], amounts: Iterable[str], addresses: Iterable[str],
-                       integers: Iterable[str], times: Iterable[str]) -> None:
-    """docs/api.md, Records: numbers, decimal strings, EIP-55 addresses, lowercase hashes, RFC 3339 Z."""
-    for name in integers:
-        assert type(row[name]) is int, name
-    for name in amounts:
-        assert isinstance(row[name], str) and row[name].isdigit() and str(int(row[name])) == row[name], name
-    for name in addresses:
-        assert row[name] == checksummed(row[name].lower()), name
-    for name in ("metadata_hash", "tx_hash"):
-        assert HASH.fullmatch(row[name]), name
-    for name in times:
-        assert RFC3339_Z.fullmatch(row[name]), name
+def mistyped_fields(row: dict[str, Any], amounts: Iterable[str], addresses: Iterable[str],
+                    integers: Iterable[str], times: Iterable[str]) -> list[str]:
+    """The fields of `row` without their documented JSON type (docs/api.md, Records): numbers,
+    decimal strings, EIP-55 addresses, lowercase hashes, RFC 3339 times in UTC with a Z."""
+    wrong = [name for name in integers if type(row[name]) is not int]
+    wrong += [name for name in amounts if not (isinstance(row[name], str) and row[name].isdigit()
+                                               and str(int(row[name])) == row[name])]
+    wrong += [name for name in addresses if row[name] != checksummed(row[name].lower())]
+    wrong += [name for name in ("metadata_hash", "tx_hash") if not HASH.fullmatch(row[name])]
+    return wrong + [name for name in times if not RFC3339_Z.fullmatch(row[name])]
