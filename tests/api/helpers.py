@@ -233,6 +233,30 @@ def expected_dispute(dispute: Dispute) -> dict[str, Any]:
     }
 
 
+def expected_bounty_overview(bounty: Bounty) -> dict[str, Any]:
+    """The bounty with its count, its submissions with theirs and their disputes, by ID ascending."""
+    submissions = bounty.submissions.order_by("submission_id")
+    return {"bounty": expected_bounty(bounty, with_count=True),
+            "submissions": [expected_submission(s, with_count=True) for s in submissions],
+            "disputes": [expected_dispute(d) for d in bounty.disputes.order_by("dispute_id")]}
+
+
+def expected_submission_overview(submission: Submission) -> dict[str, Any]:
+    """The submission and its bounty with their counts, and its disputes by ID ascending."""
+    return {"submission": expected_submission(submission, with_count=True),
+            "bounty": expected_bounty(submission.bounty, with_count=True),
+            "disputes": [expected_dispute(d) for d in submission.disputes.order_by("dispute_id")]}
+
+
+def expected_dispute_overview(dispute: Dispute) -> dict[str, Any]:
+    """The dispute, its submission and bounty with their counts, and the submission's other disputes."""
+    siblings = dispute.submission.disputes.exclude(pk=dispute.pk).order_by("dispute_id")
+    return {"dispute": expected_dispute(dispute),
+            "submission": expected_submission(dispute.submission, with_count=True),
+            "bounty": expected_bounty(dispute.bounty, with_count=True),
+            "sibling_disputes": [expected_dispute(d) for d in siblings]}
+
+
 # ------------------------------------------------------------------ seed data
 
 
@@ -291,31 +315,6 @@ ROUTE_PATHS = [
 # ------------------------------------------------------------------ lists
 
 LIST_PATHS = {"bounties": "/bounties", "submissions": "/submissions", "disputes": "/disputes"}
-# (raw limit, the page size it means)
-LIMIT_CASES: list[tuple[str, int]] = [
-    ("1", 1), ("2", 2), ("0", 1), ("-7", 1), ("100", 100), ("101", 100), ("1000000", 100), ("+3", 3),
-    ("9" * 30, 100), ("-" + "9" * 30, 1), ("00000000000000000000000000002", 2),
-    ("abc", 50), ("", 50), ("2.5", 50), ("1e2", 50), ("0x10", 50), ("\u0663", 50),
-]
-# Cursors that are not a non-negative integer: read from offset 0, page cursor null.
-INVALID_CURSORS = ["-1", "abc", "", "1.5", "+1", "0x2", " 1", "\u0661"]
-# Non-negative integers past any end: no items, however large.
-FAR_CURSORS = [str(10**17), str(2**63 - 1), str(2**63), str(10**19), str(HUGE), "9" * 5_000]
-PAGE_REQUESTS: list[dict[str, str]] = [
-    {"limit": "50"}, {"limit": ""}, {"cursor": "0"}, {"cursor": "abc"}, {"q": ""}, {"q": "", "sort": "id"},
-]
-ARRAY_REQUESTS: list[dict[str, str]] = [
-    {"sort": "id"}, {"dir": "desc"}, {"chain_id": "91342"}, {"chain_id": "91342", "contract_address": ACTIVE_CONTRACT},
-    {"page": "2"}, {"offset": "1"}, {"Limit": "1"}, {"search": "x"},
-]
-DESCENDING_DIRS = [None, "desc", "DESC", "Desc", "", "up", "ascending", "asc ", "down"]
-ASCENDING_DIRS = ["asc", "ASC", "aSc"]
-UNKNOWN_SORTS = ["nope", "", "ID ", "-created_at", "id,status", "search_text", "deployment"]
-# Lenient parameters never fail, whatever they hold.
-LENIENT_NOISE: list[dict[str, str]] = [
-    {"limit": "\u0663"}, {"cursor": "\u0663"}, {"sort": "\u00e9\u4e2d\U0001f600"}, {"dir": "\x00"},
-    {"cursor": "-" + "9" * 30}, {"limit": "1_0"},
-]
 
 
 def make_record(resource: str, deployment: Deployment, **fields: Any) -> Bounty | Submission | Dispute:
@@ -350,13 +349,10 @@ def expected_rows(resource: str, records: Iterable[Bounty | Submission | Dispute
     return [expected_json(r, with_count=paged and resource != "disputes") for r in records]
 
 
-def assert_q(api: Client, resource: str, q: str, expected: Iterable[int], params: dict[str, Any] | None = None
-             ) -> None:
-    """`q` finds exactly the records `expected` (by ID, default order id descending)."""
-    body = page(api, LIST_PATHS[resource], {"q": q, **(params or {})})
-    wanted = sorted(expected, reverse=True)
-    assert ids(body["items"]) == wanted, f"q={q[:60]!r} ({len(q)} characters)"
-    assert body["total"] == len(wanted)
+def q_result(api: Client, resource: str, q: str) -> tuple[list[int], int]:
+    """The IDs of the page `q` finds (default order: id descending) and its total."""
+    body = page(api, LIST_PATHS[resource], {"q": q})
+    return ids(body["items"]), body["total"]
 
 
 def sorted_ids(api: Client, resource: str, sort: str | None, direction: str | None,
@@ -379,149 +375,6 @@ def walk_pages(api: Client, path: str, params: dict[str, Any]) -> list[int]:
     raise AssertionError("next_cursor never ended")
 
 
-# ------------------------------------------------------------------ behaviours every list shares
-# test_lists.py pins them for every list through these checks.
-
-
-def check_array_by_default(api: Client, resource: str, deployment: Deployment) -> None:
-    """No limit, cursor or q: a plain array of every record, id descending, without counts."""
-    records = seed(resource, deployment, 3)
-    assert array(api, LIST_PATHS[resource]) == expected_rows(resource, reversed(records), paged=False)
-
-
-def check_page_requests(api: Client, resource: str, deployment: Deployment, ignored: str) -> None:
-    """Any of limit, cursor and q, even empty, asks for a page object whose rows are the records
-    (bounty and submission rows with their count); other parameters, and `ignored` (a record's own
-    ID, no filter), keep the array."""
-    records = seed(resource, deployment, 3)
-    path = LIST_PATHS[resource]
-    for params in PAGE_REQUESTS:
-        body = page(api, path, params)
-        assert body["items"] == expected_rows(resource, reversed(records), paged=True), params
-        assert (body["total"], body["next_cursor"]) == (3, None), params
-    for params in [*ARRAY_REQUESTS, {ignored: "1"}]:
-        assert array(api, path, params) == expected_rows(resource, reversed(records), paged=False), params
-
-
-def check_limits(api: Client, resource: str, deployment: Deployment) -> None:
-    """limit: clamped to 1..100; anything but an integer means 50."""
-    newest_first = record_ids(reversed(seed(resource, deployment, 3)))
-    for raw, size in LIMIT_CASES:
-        body = page(api, LIST_PATHS[resource], {"limit": raw})
-        assert body["limit"] == size, raw
-        assert ids(body["items"]) == newest_first[:size], raw
-        assert body["next_cursor"] == (str(size) if size < 3 else None), raw
-
-
-def check_invalid_cursors(api: Client, resource: str, deployment: Deployment) -> None:
-    """A cursor that is not a non-negative integer reads from offset 0, and the page's cursor is null."""
-    newest_first = record_ids(reversed(seed(resource, deployment, 3)))
-    for raw in INVALID_CURSORS:
-        body = page(api, LIST_PATHS[resource], {"cursor": raw, "limit": "2"})
-        assert ids(body["items"]) == newest_first[:2], raw
-        assert (body["cursor"], body["next_cursor"], body["total"]) == (None, "2", 3), raw
-
-
-def check_page_walk(api: Client, resource: str, deployment: Deployment) -> None:
-    """cursor is the offset read from (null when not sent), next_cursor null on the last page."""
-    newest_first = record_ids(reversed(seed(resource, deployment, 5)))
-    path = LIST_PATHS[resource]
-    expected = [
-        (None, newest_first[0:2], None, "2"),
-        ("0", newest_first[0:2], "0", "2"),
-        ("2", newest_first[2:4], "2", "4"),
-        ("4", newest_first[4:], "4", None),
-        ("3", newest_first[3:5], "3", None),
-        ("5", [], "5", None),
-        ("0050", [], "50", None),
-        ("99999999999999999", [], "99999999999999999", None),
-    ]
-    for cursor, items, echoed, following in expected:
-        body = page(api, path, {"limit": "2", "cursor": cursor})
-        assert (ids(body["items"]), body["cursor"], body["next_cursor"]) == (items, echoed, following), cursor
-        assert (body["total"], body["limit"]) == (5, 2)
-
-
-def check_far_cursors(api: Client, resource: str, deployment: Deployment) -> None:
-    """A cursor past the end gives no items, however large; it is still the offset read from."""
-    seed(resource, deployment, 2)
-    for cursor in FAR_CURSORS:
-        body = page(api, LIST_PATHS[resource], {"cursor": cursor})
-        assert (body["items"], body["cursor"], body["next_cursor"], body["total"]) == ([], cursor, None, 2), cursor
-
-
-def check_dirs(api: Client, resource: str, deployment: Deployment, *, descending: bool) -> None:
-    """dir: asc in any case is ascending; anything else, or none, descending (pages and arrays)."""
-    records = seed(resource, deployment, 3)
-    wanted = record_ids(reversed(records) if descending else records)
-    for raw in DESCENDING_DIRS if descending else ASCENDING_DIRS:
-        assert sorted_ids(api, resource, None, raw) == wanted, raw
-        assert ids(array(api, LIST_PATHS[resource], {"dir": raw})) == wanted, raw
-
-
-def check_unknown_sorts(api: Client, resource: str, deployment: Deployment, unknown: Iterable[str]) -> None:
-    """An unknown key sorts by id, in either direction; the records' other fields run against id."""
-    records = seed(resource, deployment, 3)
-    model = type(records[0])
-    for position, record in enumerate(records):
-        model.objects.filter(pk=record.pk).update(created_at=datetime(2030 - position, 1, 1, tzinfo=UTC))
-    for raw in [*UNKNOWN_SORTS, *unknown]:
-        assert sorted_ids(api, resource, raw, "asc") == record_ids(records), raw
-        assert sorted_ids(api, resource, raw, None) == record_ids(reversed(records)), raw
-
-
-def check_lenient_noise(api: Client, resource: str, deployment: Deployment) -> None:
-    records = seed(resource, deployment, 2)
-    for params in LENIENT_NOISE:
-        body = page(api, LIST_PATHS[resource], {"q": "", **params})
-        assert sorted(ids(body["items"])) == record_ids(records), params
-
-
-def check_spans_every_deployment(api: Client, resource: str, deployments: Sequence[Deployment]) -> None:
-    """Without chain_id a list holds every deployment's records, each with its own deployment fields."""
-    records = [make_record(resource, deployment, **_same_id(resource, 7)) for deployment in deployments]
-    rows = array(api, LIST_PATHS[resource])
-    def by_deployment(row: dict[str, Any]) -> tuple[int, str]:
-        return row["chain_id"], row["contract_address"]
-    assert sorted(rows, key=by_deployment) == sorted(expected_rows(resource, records, paged=False),
-                                                     key=by_deployment)
-
-
-def _same_id(resource: str, value: int) -> dict[str, int]:
-    return {{"bounties": "bounty_id", "submissions": "submission_id", "disputes": "dispute_id"}[resource]: value}
-
-
-def check_chain_filter(api: Client, resource: str, deployments: Sequence[Deployment]) -> None:
-    """chain_id alone: every deployment of that chain; with contract_address (any case): that one."""
-    made = {deployment.pk: make_record(resource, deployment) for deployment in deployments}
-    path = LIST_PATHS[resource]
-    for deployment in deployments:
-        same_chain = [made[d.pk] for d in deployments if d.chain_id == deployment.chain_id]
-        wanted = sorted(record_ids(same_chain), reverse=True)
-        assert ids(array(api, path, {"chain_id": str(deployment.chain_id)})) == wanted
-        assert ids(page(api, path, {"chain_id": str(deployment.chain_id), "q": ""})["items"]) == wanted
-        for case in ADDRESS_CASES.values():
-            only = {"chain_id": str(deployment.chain_id), "contract_address": case(deployment.contract_address)}
-            assert ids(array(api, path, only)) == [record_id(made[deployment.pk])]
-            assert page(api, path, {**only, "limit": "5"})["total"] == 1
-    for nothing in [*UNKNOWN_DEPLOYMENTS, {"chain_id": "1"}, {"chain_id": str(HUGE)}, {"chain_id": "0"}]:
-        assert array(api, path, nothing) == []
-        assert page(api, path, {**nothing, "limit": "5"})["total"] == 0
-
-
-def check_malformed_filters(api: Client, resource: str, cases: Iterable[tuple[dict[str, str], str]]) -> None:
-    """Each malformed filter is a 400 whose detail names it, for an array and for a page."""
-    for params, name in cases:
-        for extra in ({}, {"limit": "5"}):
-            assert name in error_detail(api, LIST_PATHS[resource], {**params, **extra}, status=400), params
-
-
-def check_contract_without_chain(api: Client, resource: str) -> None:
-    for address in (ACTIVE_CONTRACT, "nonsense"):
-        detail = error_detail(api, LIST_PATHS[resource], {"contract_address": address}, status=400)
-        assert "contract_address" in detail and "chain_id" in detail
-
-
 # ------------------------------------------------------------------ colliding deployments
 
 
@@ -541,113 +394,34 @@ def colliding_tree(deployment: Deployment) -> Tree:
     return Tree(bounty, [s70, s71], disputes)
 
 
-def check_parent_filter(api: Client, resource: str, parent: str, value: int, expected: Sequence[Any],
-                        params: dict[str, str], *, always_paged: bool = False) -> None:
-    """`?<parent>=<value>` lists `expected` (records, any order), as an array and as a page."""
+def listing(api: Client, resource: str, params: dict[str, Any], *, always_paged: bool = False
+            ) -> tuple[list[Any] | None, dict[str, Any]]:
+    """What a list answers `params`: its array (None for a filter that always answers a page) and
+    its page of 10."""
     path = LIST_PATHS[resource]
-    newest_first = sorted(expected, key=record_id, reverse=True)
-    query = {parent: str(value), **params}
-    if not always_paged:
-        assert array(api, path, query) == expected_rows(resource, newest_first, paged=False)
-    body = page(api, path, {**query, "limit": "10"})
-    assert body["items"] == expected_rows(resource, newest_first, paged=True)
-    assert (body["total"], body["next_cursor"]) == (len(expected), None)
+    rows = None if always_paged else array(api, path, params)
+    return rows, page(api, path, {**params, "limit": "10"})
 
 
-def check_parent_matches_nothing(api: Client, resource: str, cases: Iterable[dict[str, str]], *,
-                                 always_paged: bool = False) -> None:
-    """Each of `cases` lists nothing: an empty array (unless always paged) and an empty page."""
-    path = LIST_PATHS[resource]
-    for params in cases:
-        if not always_paged:
-            assert array(api, path, params) == [], params
-        assert page(api, path, {**params, "limit": "10"}) == {
-            "items": [], "total": 0, "limit": 10, "cursor": None, "next_cursor": None}, params
+def expected_listing(resource: str, records: Sequence[Bounty | Submission | Dispute], *,
+                     always_paged: bool = False) -> tuple[list[Any] | None, dict[str, Any]]:
+    """`listing` of exactly `records`, newest first, all on the page of 10."""
+    newest_first = sorted(records, key=record_id, reverse=True)
+    rows = None if always_paged else expected_rows(resource, newest_first, paged=False)
+    return rows, {"items": expected_rows(resource, newest_first, paged=True), "total": len(records), "limit": 10,
+                  "cursor": None, "next_cursor": None}
 
 
-def check_parent_half_qualified(api: Client, resource: str, parent: str) -> None:
-    for params in HALF_QUALIFIED:
-        for extra in ({}, {"limit": "5"}):
-            detail = error_detail(api, LIST_PATHS[resource], {parent: "7", **params, **extra}, status=400)
-            assert "chain_id" in detail and "contract_address" in detail, params
+# ------------------------------------------------------------------ record types
 
 
-def check_sort_keys(api: Client, resource: str, records: Sequence[Bounty | Submission | Dispute],
-                    keys: Iterable[str], value: Callable[[Any], Any]) -> None:
-    """Each of `keys` orders by `value` both ways, ties broken by ID in the same direction."""
-    for record in records:
-        record.refresh_from_db()  # stored values: addresses lowercase, counters current
-    for key in keys:
-        for direction in ("asc", "desc"):
-            wanted = expected_order(records, value, descending=direction == "desc")
-            assert sorted_ids(api, resource, key, direction) == wanted, (key, direction)
-
-
-# ------------------------------------------------------------------ behaviours every single-record route shares
-# `template` is a route with {b}/{s}/{d} placeholders; `expected` builds a Tree's answer.
-
-
-def check_reads_the_qualified_deployment(api: Client, template: str, deployments: Sequence[Deployment],
-                                         expected: Callable[[Tree], Any]) -> None:
-    """Unqualified: the active deployment (the first); qualified in any letter case: that deployment's
-    record, although every deployment has the same IDs."""
-    trees = [colliding_tree(deployment) for deployment in deployments]
-    path = template.format(**trees[0].ids)
-    assert get_json(api, path) == expected(trees[0])
-    for deployment, tree in zip(deployments, trees, strict=True):
-        for case in ADDRESS_CASES.values():
-            assert get_json(api, path, qualifiers(deployment, case)) == expected(tree)
-    assert expected(trees[0]) != expected(trees[1])
-
-
-def check_half_qualified(api: Client, template: str, deployment: Deployment) -> None:
-    path = template.format(**colliding_tree(deployment).ids)
-    for params in HALF_QUALIFIED:
-        detail = error_detail(api, path, params, status=400)
-        assert "chain_id" in detail and "contract_address" in detail, params
-
-
-def check_malformed_qualifiers(api: Client, template: str, deployment: Deployment) -> None:
-    path = template.format(**colliding_tree(deployment).ids)
-    for params, name in MALFORMED_QUALIFIERS:
-        assert name in error_detail(api, path, params, status=400), params
-
-
-def check_unknown_deployments(api: Client, template: str, deployment: Deployment) -> None:
-    path = template.format(**colliding_tree(deployment).ids)
-    for params in UNKNOWN_DEPLOYMENTS:
-        error_detail(api, path, params, status=404)
-
-
-def check_no_active_deployment(api: Client, template: str, elsewhere: Deployment) -> None:
-    """The configured deployment is not indexed (yet): unqualified requests find nothing."""
-    path = template.format(**colliding_tree(elsewhere).ids)
-    error_detail(api, path, status=404)
-    assert get_json(api, path, qualifiers(elsewhere))
-
-
-MISSING_IDS = [0, 9, 2**31, 2**63 - 1, 2**63, 2**64, HUGE, UINT256_MAX]
-
-
-def check_missing(api: Client, template: str, deployment: Deployment) -> None:
-    """A 404 whose detail names the record, for IDs up to 2^256-1; other records exist."""
-    existing = colliding_tree(deployment).ids
-    for record in MISSING_IDS:
-        route_ids = {**existing, template.split("{")[1][0]: record}
-        detail = error_detail(api, template.format(**route_ids), status=404)
-        assert str(record) in detail
-
-
-def check_record_types(row: dict[str, Any], amounts: Iterable[str], addresses: Iterable[str],
-                       integers: Iterable[str], times: Iterable[str]) -> None:
-    """docs/api.md, Records: numbers, decimal strings, EIP-55 addresses, lowercase hashes, RFC 3339 Z."""
-    for name in integers:
-        assert type(row[name]) is int, name
-    for name in amounts:
-        assert isinstance(row[name], str) and row[name].isdigit() and str(int(row[name])) == row[name], name
-    for name in addresses:
-        assert row[name] == checksummed(row[name].lower()), name
-    for name in ("metadata_hash", "tx_hash"):
-        assert HASH.fullmatch(row[name]), name
-    for name in times:
-        assert RFC3339_Z.fullmatch(row[name]), name
+def mistyped_fields(row: dict[str, Any], amounts: Iterable[str], addresses: Iterable[str],
+                    integers: Iterable[str], times: Iterable[str]) -> list[str]:
+    """The fields of `row` without their documented JSON type (docs/api.md, Records): numbers,
+    decimal strings, EIP-55 addresses, lowercase hashes, RFC 3339 times in UTC with a Z."""
+    wrong = [name for name in integers if type(row[name]) is not int]
+    wrong += [name for name in amounts if not (isinstance(row[name], str) and row[name].isdigit()
+                                               and str(int(row[name])) == row[name])]
+    wrong += [name for name in addresses if row[name] != checksummed(row[name].lower())]
+    wrong += [name for name in ("metadata_hash", "tx_hash") if not HASH.fullmatch(row[name])]
+    return wrong + [name for name in times if not RFC3339_Z.fullmatch(row[name])]

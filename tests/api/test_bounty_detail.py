@@ -1,4 +1,5 @@
-"""GET /bounties/{id}: one bounty of the active or the named deployment."""
+"""GET /bounties/{id}: what only the bounty route does.
+test_single_record_routes.py pins what every single-record route does."""
 
 from __future__ import annotations
 
@@ -10,15 +11,6 @@ from records.models import Deployment
 from tests.api import helpers as h
 from tests.factories import make_bounty, make_dispute, make_submission
 
-TEMPLATE = "/bounties/{b}"
-
-
-def test_it_answers_the_bounty_without_submission_count(api: Client, active: Deployment) -> None:
-    tree = h.make_tree(active)
-    body = h.get_json(api, TEMPLATE.format(**tree.ids))
-    assert body == h.expected_bounty(tree.bounty)
-    assert set(body) == h.BOUNTY_FIELDS
-
 
 def test_its_fields_have_the_documented_json_types(api: Client, active: Deployment) -> None:
     bounty = make_bounty(
@@ -29,10 +21,10 @@ def test_its_fields_have_the_documented_json_types(api: Client, active: Deployme
         deadline=datetime(2026, 3, 2, tzinfo=UTC),
     )
     body = h.get_json(api, f"/bounties/{bounty.bounty_id}")
-    h.check_record_types(body, amounts=["bounty_amount", "fee_amount", "bond_amount"],
-                         addresses=["contract_address", "poster"],
-                         integers=["id", "chain_id", "duration", "challenge_window", "block_number", "log_index"],
-                         times=["created_at", "deadline"])
+    assert h.mistyped_fields(body, amounts=["bounty_amount", "fee_amount", "bond_amount"],
+                             addresses=["contract_address", "poster"],
+                             integers=["id", "chain_id", "duration", "challenge_window", "block_number", "log_index"],
+                             times=["created_at", "deadline"]) == []
     assert (body["bounty_amount"], body["fee_amount"], body["bond_amount"]) == (str(h.UINT256_MAX), "0",
                                                                                 str(2**70))
     assert (body["duration"], body["block_number"]) == (2**40, 2**53 + 1)
@@ -40,31 +32,6 @@ def test_its_fields_have_the_documented_json_types(api: Client, active: Deployme
     assert body["contract_address"] == "0xe7f1725E7734CE288F8367e1Bb143E90bb3F0512"
     assert (body["metadata_hash"], body["tx_hash"]) == ("0x" + "ab" * 32, "0x" + "cd" * 32)
     assert (body["created_at"], body["deadline"]) == ("2026-03-01T10:30:15.250000Z", "2026-03-02T00:00:00Z")
-
-
-def test_a_missing_bounty_is_a_404(api: Client, active: Deployment) -> None:
-    h.check_missing(api, TEMPLATE, active)
-
-
-def test_it_reads_the_active_deployment_unless_qualified_with_another(api: Client, active: Deployment,
-                                                                     other: Deployment) -> None:
-    h.check_reads_the_qualified_deployment(api, TEMPLATE, [active, other], lambda t: h.expected_bounty(t.bounty))
-
-
-def test_half_qualified_is_a_400(api: Client, active: Deployment) -> None:
-    h.check_half_qualified(api, TEMPLATE, active)
-
-
-def test_a_malformed_qualifier_is_a_400_naming_it(api: Client, active: Deployment) -> None:
-    h.check_malformed_qualifiers(api, TEMPLATE, active)
-
-
-def test_an_unknown_deployment_is_a_404(api: Client, active: Deployment) -> None:
-    h.check_unknown_deployments(api, TEMPLATE, active)
-
-
-def test_without_an_indexed_active_deployment_it_is_a_404(api: Client, other_chain: Deployment) -> None:
-    h.check_no_active_deployment(api, TEMPLATE, other_chain)
 
 
 def test_the_bounty_has_the_same_json_in_every_route(api: Client, active: Deployment) -> None:

@@ -1,4 +1,5 @@
-"""GET /disputes/{id}: one dispute of the active or the named deployment."""
+"""GET /disputes/{id}: what only the dispute route does.
+test_single_record_routes.py pins what every single-record route does."""
 
 from __future__ import annotations
 
@@ -8,54 +9,19 @@ from records.models import Deployment
 from tests.api import helpers as h
 from tests.factories import make_bounty, make_dispute, make_submission
 
-TEMPLATE = "/disputes/{d}"
-
-
-def test_it_answers_the_dispute(api: Client, active: Deployment) -> None:
-    tree = h.make_tree(active)
-    body = h.get_json(api, TEMPLATE.format(**tree.ids))
-    assert body == h.expected_dispute(tree.disputes[0])
-    assert set(body) == h.DISPUTE_FIELDS
-
 
 def test_its_fields_have_the_documented_json_types(api: Client, active: Deployment) -> None:
     submission = make_submission(make_bounty(active, bounty_id=2**62), submission_id=2**63 - 1)
     dispute = make_dispute(submission, bond_amount=h.UINT256_MAX, challenger_id="0x" + "aBcDeF0123" * 4,
                            metadata_hash="0x" + "AB" * 32, tx_hash="0x" + "Cd" * 32)
     body = h.get_json(api, f"/disputes/{dispute.dispute_id}")
-    h.check_record_types(body, amounts=["bond_amount"], addresses=["contract_address", "challenger_id"],
-                         integers=["id", "chain_id", "bounty_id", "submission_id", "block_number", "log_index"],
-                         times=["created_at"])
+    assert h.mistyped_fields(body, amounts=["bond_amount"], addresses=["contract_address", "challenger_id"],
+                             integers=["id", "chain_id", "bounty_id", "submission_id", "block_number", "log_index"],
+                             times=["created_at"]) == []
     assert (body["bond_amount"], body["bounty_id"], body["submission_id"]) == (str(h.UINT256_MAX), 2**62,
                                                                                2**63 - 1)
     assert body["challenger_id"] == h.checksummed("0x" + "abcdef0123" * 4) != body["challenger_id"].lower()
     assert (body["metadata_hash"], body["tx_hash"]) == ("0x" + "ab" * 32, "0x" + "cd" * 32)
-
-
-def test_a_missing_dispute_is_a_404(api: Client, active: Deployment) -> None:
-    h.check_missing(api, TEMPLATE, active)
-
-
-def test_it_reads_the_active_deployment_unless_qualified_with_another(api: Client, active: Deployment,
-                                                                     other: Deployment) -> None:
-    h.check_reads_the_qualified_deployment(api, TEMPLATE, [active, other],
-                                           lambda t: h.expected_dispute(t.disputes[0]))
-
-
-def test_half_qualified_is_a_400(api: Client, active: Deployment) -> None:
-    h.check_half_qualified(api, TEMPLATE, active)
-
-
-def test_a_malformed_qualifier_is_a_400_naming_it(api: Client, active: Deployment) -> None:
-    h.check_malformed_qualifiers(api, TEMPLATE, active)
-
-
-def test_an_unknown_deployment_is_a_404(api: Client, active: Deployment) -> None:
-    h.check_unknown_deployments(api, TEMPLATE, active)
-
-
-def test_without_an_indexed_active_deployment_it_is_a_404(api: Client, other_chain: Deployment) -> None:
-    h.check_no_active_deployment(api, TEMPLATE, other_chain)
 
 
 def test_the_dispute_has_the_same_json_in_every_route(api: Client, active: Deployment) -> None:

@@ -1,4 +1,5 @@
-"""GET /submissions/{id}: one submission of the active or the named deployment."""
+"""GET /submissions/{id}: what only the submission route does.
+test_single_record_routes.py pins what every single-record route does."""
 
 from __future__ import annotations
 
@@ -10,15 +11,6 @@ from records.models import Deployment
 from tests.api import helpers as h
 from tests.factories import make_bounty, make_dispute, make_submission
 
-TEMPLATE = "/submissions/{s}"
-
-
-def test_it_answers_the_submission_without_dispute_count(api: Client, active: Deployment) -> None:
-    tree = h.make_tree(active)
-    body = h.get_json(api, TEMPLATE.format(**tree.ids))
-    assert body == h.expected_submission(tree.submissions[0])
-    assert set(body) == h.SUBMISSION_FIELDS
-
 
 def test_its_fields_have_the_documented_json_types(api: Client, active: Deployment) -> None:
     submission = make_submission(
@@ -27,40 +19,14 @@ def test_its_fields_have_the_documented_json_types(api: Client, active: Deployme
         review_deadline=datetime(2026, 3, 2, 23, 59, 59, 1, tzinfo=UTC),
     )
     body = h.get_json(api, f"/submissions/{submission.submission_id}")
-    h.check_record_types(body, amounts=["bond_amount"], addresses=["contract_address", "tile_id", "claimant"],
-                         integers=["id", "chain_id", "bounty_id", "block_number", "log_index"],
-                         times=["created_at", "review_deadline"])
+    assert h.mistyped_fields(body, amounts=["bond_amount"], addresses=["contract_address", "tile_id", "claimant"],
+                             integers=["id", "chain_id", "bounty_id", "block_number", "log_index"],
+                             times=["created_at", "review_deadline"]) == []
     assert (body["bond_amount"], body["bounty_id"], body["log_index"]) == (str(h.UINT256_MAX), 2**62, 2**31 - 1)
     assert body["tile_id"] == h.checksummed("0x" + "abcdef0123" * 4) != body["tile_id"].lower()
     assert body["claimant"] == h.checksummed("0x" + "ff" * 20)
     assert (body["metadata_hash"], body["tx_hash"]) == ("0x" + "ab" * 32, "0x" + "cd" * 32)
     assert body["review_deadline"] == "2026-03-02T23:59:59.000001Z"
-
-
-def test_a_missing_submission_is_a_404(api: Client, active: Deployment) -> None:
-    h.check_missing(api, TEMPLATE, active)
-
-
-def test_it_reads_the_active_deployment_unless_qualified_with_another(api: Client, active: Deployment,
-                                                                     other: Deployment) -> None:
-    h.check_reads_the_qualified_deployment(api, TEMPLATE, [active, other],
-                                           lambda t: h.expected_submission(t.submissions[0]))
-
-
-def test_half_qualified_is_a_400(api: Client, active: Deployment) -> None:
-    h.check_half_qualified(api, TEMPLATE, active)
-
-
-def test_a_malformed_qualifier_is_a_400_naming_it(api: Client, active: Deployment) -> None:
-    h.check_malformed_qualifiers(api, TEMPLATE, active)
-
-
-def test_an_unknown_deployment_is_a_404(api: Client, active: Deployment) -> None:
-    h.check_unknown_deployments(api, TEMPLATE, active)
-
-
-def test_without_an_indexed_active_deployment_it_is_a_404(api: Client, other_chain: Deployment) -> None:
-    h.check_no_active_deployment(api, TEMPLATE, other_chain)
 
 
 def test_the_submission_has_the_same_json_in_every_route(api: Client, active: Deployment) -> None:

@@ -42,7 +42,7 @@ def trees(active: Deployment, other: Deployment) -> dict[int, h.Tree]:
 
 def test_bounty_id_without_qualifiers_lists_the_active_deployments_bounty(api: Client, active: Deployment,
                                                                           trees: dict[int, h.Tree]) -> None:
-    h.check_parent_filter(api, RESOURCE, "bounty_id", 7, trees[active.pk].submissions, {})
+    assert h.listing(api, RESOURCE, {"bounty_id": "7"}) == h.expected_listing(RESOURCE, trees[active.pk].submissions)
 
 
 def test_bounty_id_with_qualifiers_lists_that_deployments_bounty(api: Client, active: Deployment,
@@ -50,8 +50,9 @@ def test_bounty_id_with_qualifiers_lists_that_deployments_bounty(api: Client, ac
                                                                  trees: dict[int, h.Tree]) -> None:
     for deployment in (active, other):
         for case in h.ADDRESS_CASES.values():
-            params = h.qualifiers(deployment, case)
-            h.check_parent_filter(api, RESOURCE, "bounty_id", 7, trees[deployment.pk].submissions, params)
+            params = {"bounty_id": "7", **h.qualifiers(deployment, case)}
+            wanted = h.expected_listing(RESOURCE, trees[deployment.pk].submissions)
+            assert h.listing(api, RESOURCE, params) == wanted, params
 
 
 def test_bounty_id_total_and_paging(api: Client, active: Deployment) -> None:
@@ -75,15 +76,17 @@ def test_bounty_id_combines_with_q_sort_and_paging(api: Client, active: Deployme
         ["wanted a", "wanted b"], 3, "2")
 
 
-def test_bounty_id_half_qualified_is_a_400(api: Client, tree: h.Tree) -> None:
-    h.check_parent_half_qualified(api, RESOURCE, "bounty_id")
+def test_bounty_id_half_qualified_is_a_400_naming_both_qualifiers(api: Client, tree: h.Tree) -> None:
+    for params in h.HALF_QUALIFIED:
+        for paging in ({}, {"limit": "5"}):
+            detail = h.error_detail(api, PATH, {"bounty_id": "7", **params, **paging}, status=400)
+            assert "chain_id" in detail and "contract_address" in detail, (params, paging)
 
 
 def test_bounty_id_of_an_unknown_deployment_or_a_missing_bounty_matches_nothing(api: Client, tree: h.Tree) -> None:
-    h.check_parent_matches_nothing(api, RESOURCE, [
-        *({"bounty_id": "7", **params} for params in h.UNKNOWN_DEPLOYMENTS),
-        *({"bounty_id": value} for value in ("9", "0", "70", str(2**63), str(h.HUGE))),
-    ])
+    for params in [*({"bounty_id": "7", **unknown} for unknown in h.UNKNOWN_DEPLOYMENTS),
+                   *({"bounty_id": value} for value in ("9", "0", "70", str(2**63), str(h.HUGE)))]:
+        assert h.listing(api, RESOURCE, params) == h.expected_listing(RESOURCE, []), params
 
 
 @pytest.mark.parametrize("contract", [None, h.UNKNOWN_CONTRACT])
@@ -91,7 +94,7 @@ def test_bounty_id_without_an_indexed_active_deployment_matches_nothing(
         api: Client, settings: Any, other_chain: Deployment, contract: str | None) -> None:
     h.colliding_tree(other_chain)
     settings.BOUNTY_CONTRACT_ADDRESS = contract
-    h.check_parent_matches_nothing(api, RESOURCE, [{"bounty_id": "7"}])
+    assert h.listing(api, RESOURCE, {"bounty_id": "7"}) == h.expected_listing(RESOURCE, [])
 
 
 def test_the_parent_filter_keeps_every_status(api: Client, active: Deployment, tree: h.Tree) -> None:
