@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin, messages
 from django.contrib.auth.models import User
@@ -32,8 +32,19 @@ from records.models import (
 )
 from records.moderation import NoteForm, dispute_review
 from records.representation import checksum_address, rfc3339
-from records.search import matching, search_term
+from records.selectors import (
+    bounty_admin_list,
+    dispute_admin_list,
+    dispute_get_by_pk,
+    dispute_overview,
+    record_search,
+    review_queue_list,
+    submission_admin_list,
+)
 from records.templatetags.records_format import usdc
+
+if TYPE_CHECKING:
+    from records.selectors import QueueRow
 
 admin.site.site_header = "Bounty moderation"
 admin.site.site_title = "Bounty moderation"
@@ -72,7 +83,7 @@ class MirroredAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 
     list_per_page = 50
     show_full_result_count = False  # no COUNT(*) over a million rows per page view
-    list_select_related = ["deployment"]
+    list_select_related = ()  # each admin's get_queryset is a selector that joins what its rows show
     search_help_text = "IDs, addresses, hashes, status or metadata text (case-insensitive substring)"
     search_fields = ["search_text"]  # the search itself is get_search_results below
 
@@ -87,10 +98,7 @@ class MirroredAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 
     def get_search_results(self, request: HttpRequest, queryset: QuerySet[Any],
                            search_term_raw: str) -> tuple[QuerySet[Any], bool]:
-        for word in search_term_raw.split():
-            term = search_term(word)
-            queryset = queryset.none() if term is None else matching(queryset, term)
-        return queryset, False
+        return record_search(queryset, search_term_raw), False
 
     def get_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:  # type: ignore[override]
         return [f.name for f in self.model._meta.concrete_fields if f.name not in {"id", "search_text"}] + list(
@@ -145,6 +153,9 @@ class BountyAdmin(MirroredAdmin):
     ordering = ["-created_at", "-bounty_id"]
     extra_readonly = ("related",)
 
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Bounty]:
+        return bounty_admin_list()
+
     @admin.display(description="bounty", ordering="bounty_id")
     def bounty(self, bounty: Bounty) -> int:
         return bounty.bounty_id
@@ -183,6 +194,9 @@ class SubmissionAdmin(MirroredAdmin):
     ordering = ["-created_at", "-submission_id"]
     extra_readonly = ("related",)
 
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Submission]:
+        return submission_admin_list()
+
     @admin.display(description="submission", ordering="submission_id")
     def submission(self, submission: Submission) -> int:
         return submission.submission_id
@@ -197,8 +211,9 @@ class SubmissionAdmin(MirroredAdmin):
 
     @admin.display(description="bounty", ordering="bounty_id")
     def bounty_link(self, submission: Submission) -> str:
-        bounty = Bounty.objects.filter(deployment_id=submission.deployment_id, bounty_id=submission.bounty_id).first()
-        if bounty is None:
+        try:
+            bounty = submission.bounty
+        except Bounty.DoesNotExist:
             return f"#{submission.bounty_id} (not mirrored)"
         return _link("admin:records_bounty_change", [bounty.pk], f"bounty {bounty.bounty_id}")
 
@@ -228,14 +243,17 @@ class DisputeAdmin(DisputeColumns, MirroredAdmin):
     ordering = ["-created_at", "-dispute_id"]
     extra_readonly = ("related",)
 
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Dispute]:
+        return dispute_admin_list()
+
     @admin.display(description="bond", ordering="bond_amount")
     def bond(self, dispute: Dispute) -> str:
         return _short_usdc(dispute.bond_amount)
 
     @admin.display(description="related records")
     def related(self, dispute: Dispute) -> str:
-        siblings = Dispute.objects.filter(deployment_id=dispute.deployment_id, submission_id=dispute.submission_id
-                                          ).exclude(pk=dispute.pk).order_by("dispute_id")
+        overview = dispute_overview(dispute.deployment, dispute.dispute_id)
+        siblings = overview.disputes if overview is not None else []
         return format_html(
             "{} · {}<br>sibling disputes: {}",
             self.review_link(dispute),
@@ -253,10 +271,9 @@ class DisputeAdmin(DisputeColumns, MirroredAdmin):
     def review_view(self, request: HttpRequest, pk: int) -> HttpResponse:
         if not request.user.has_perm("records.view_dispute"):
             raise PermissionDenied
-        dispute = Dispute.objects.select_related("deployment").filter(pk=pk).first()
+        dispute = dispute_get_by_pk(pk)
         if dispute is None:
-            messages.error(request, f"No dispute with key {pk}: it may have been removed by a chain reorganisation.")
-            return HttpResponseRedirect(reverse("admin:records_disputereviewqueue_changelist"))
+            return self._dispute_gone(request, pk)
         if not isinstance(request.user, User):
             raise PermissionDenied
         form = NoteForm(request.POST or None)
@@ -271,6 +288,8 @@ class DisputeAdmin(DisputeColumns, MirroredAdmin):
                 messages.success(request, "Note added.")
                 return HttpResponseRedirect(request.path)
         review = dispute_review(dispute)
+        if review is None:
+            return self._dispute_gone(request, pk)
         context = {
             **self.admin_site.each_context(request),
             "opts": self.model._meta,
@@ -281,6 +300,10 @@ class DisputeAdmin(DisputeColumns, MirroredAdmin):
             "transactions_json": {name: json.dumps(tx, indent=2) for name, tx in review.transactions.items()},
         }
         return TemplateResponse(request, "admin/records/dispute/review.html", context)
+
+    def _dispute_gone(self, request: HttpRequest, pk: int) -> HttpResponse:
+        messages.error(request, f"No dispute with key {pk}: it may have been removed by a chain reorganisation.")
+        return HttpResponseRedirect(reverse("admin:records_disputereviewqueue_changelist"))
 
 
 @admin.register(DisputeReviewQueue)
@@ -293,13 +316,16 @@ class DisputeReviewQueueAdmin(DisputeColumns, MirroredAdmin):
     list_filter = ["deployment"]
     ordering = ["created_at", "dispute_id"]
 
+    def get_queryset(self, request: HttpRequest) -> QuerySet[QueueRow]:
+        return review_queue_list()
+
     @admin.display(description="pending for", ordering="created_at")
     def pending_for(self, dispute: Dispute) -> str:
         return timesince(dispute.created_at, timezone.now())
 
     @admin.display(description="notes")
-    def notes(self, dispute: Dispute) -> int:
-        return ModeratorNote.objects.filter(deployment_id=dispute.deployment_id, dispute_id=dispute.dispute_id).count()
+    def notes(self, dispute: QueueRow) -> int:
+        return dispute.note_count
 
     def change_view(self, request: HttpRequest, object_id: str, form_url: str = "",
                     extra_context: dict[str, Any] | None = None) -> HttpResponse:

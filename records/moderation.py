@@ -26,6 +26,7 @@ from records.models import (
     Submission,
     SubmissionStatus,
 )
+from records.selectors import dispute_overview, moderator_note_list
 
 MODERATORS = "Moderators"
 # What moderators may do: view the mirrored records and the queue, read and add notes.
@@ -85,12 +86,14 @@ class DisputeReview:
     why_not: str
 
 
-def dispute_review(dispute: Dispute) -> DisputeReview:
+def dispute_review(dispute: Dispute) -> DisputeReview | None:
+    """The review page of a dispute (looked up with its deployment); None if a chain
+    reorganisation has just removed it."""
     deployment = dispute.deployment
-    submission = Submission.objects.filter(deployment=deployment, submission_id=dispute.submission_id).first()
-    bounty = Bounty.objects.filter(deployment=deployment, bounty_id=dispute.bounty_id).first()
-    siblings = list(Dispute.objects.filter(deployment=deployment, submission_id=dispute.submission_id)
-                    .exclude(pk=dispute.pk).order_by("dispute_id"))
+    overview = dispute_overview(deployment, dispute.dispute_id)
+    if overview is None:
+        return None
+    submission, bounty = overview.submission, overview.bounty
     metadata = {"dispute": Metadata.of(dispute)}
     if submission is not None:
         metadata["submission"] = Metadata.of(submission)
@@ -118,11 +121,10 @@ def dispute_review(dispute: Dispute) -> DisputeReview:
         dispute=dispute,
         submission=submission,
         bounty=bounty,
-        siblings=siblings,
+        siblings=overview.disputes,
         metadata=metadata,
         pending=pending,
-        notes=list(ModeratorNote.objects.filter(deployment=deployment, dispute_id=dispute.dispute_id)
-                   .select_related("author")),
+        notes=moderator_note_list(deployment, dispute.dispute_id),
         transactions=transactions,
         resolvable="uphold" in transactions,
         why_not=why_not,

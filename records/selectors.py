@@ -11,17 +11,18 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from functools import reduce
-from typing import Any, Generic, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
 
 from django.conf import settings
 from django.db import connection
-from django.db.models import F, Min, OuterRef, Q, QuerySet, Subquery
+from django.db.models import Count, F, IntegerField, Min, OuterRef, Prefetch, Q, QuerySet, Subquery
+from django.db.models.functions import Coalesce
 
 from indexer.models import ChangeLogEntry, SyncState
 from records.chronology import AnyOf, EpochMicroseconds
 from records.kinds import BOUNTY, DISPUTE, SUBMISSION, RecordKind
 from records.merged_order import Key, page_elements
-from records.models import Bounty, Deployment, Dispute, Submission
+from records.models import Bounty, Deployment, Dispute, DisputeReviewQueue, ModeratorNote, Submission
 from records.representation import JsonRecord
 from records.search import matching, search_term
 
@@ -515,3 +516,66 @@ def changes_between(deployment_id: int, first: int, last: int, limit: int) -> li
     rows = (ChangeLogEntry.objects.filter(deployment_id=deployment_id, seq__gte=first, seq__lte=last)
             .order_by("seq").values_list("seq", "type", "payload")[:limit])
     return [Change(*row) for row in rows]
+
+
+# ---------------------------------------------------------------------------- the admin's and the review page's reads
+
+
+if TYPE_CHECKING:
+    from typing import TypedDict
+
+    from django_stubs_ext import WithAnnotations
+
+    class NoteCount(TypedDict):
+        note_count: int
+
+    QueueRow = WithAnnotations[DisputeReviewQueue, NoteCount]
+
+
+def bounty_admin_list() -> QuerySet[Bounty]:
+    """The admin's bounties (list and change page), with what their columns show."""
+    return Bounty.objects.select_related("deployment")
+
+
+def submission_admin_list() -> QuerySet[Submission]:
+    """The admin's submissions, each with its bounty's key (the list links to it): prefetched
+    rather than joined, since a join would hide a submission whose bounty is not mirrored."""
+    bounty_keys = Bounty.objects.only("deployment_id", "bounty_id")
+    return Submission.objects.select_related("deployment").prefetch_related(Prefetch("bounty", bounty_keys))
+
+
+def dispute_admin_list() -> QuerySet[Dispute]:
+    """The admin's disputes, with what their columns show."""
+    return Dispute.objects.select_related("deployment")
+
+
+def review_queue_list() -> QuerySet[QueueRow]:
+    """The disputes pending review, oldest first, each with how many notes moderators left on it."""
+    notes = (ModeratorNote.objects.filter(deployment_id=OuterRef("deployment_id"), dispute_id=OuterRef("dispute_id"))
+             .order_by().values("deployment_id", "dispute_id").annotate(count=Count("pk")).values("count"))
+    return (DisputeReviewQueue.objects.select_related("deployment")
+            .annotate(note_count=Coalesce(Subquery(notes, output_field=IntegerField()), 0))
+            .order_by("created_at", "dispute_id"))
+
+
+def review_queue_count() -> int:
+    """How many disputes wait for review (every deployment's)."""
+    return DisputeReviewQueue.objects.count()
+
+
+def record_search(records: QuerySet[Any], text: str) -> QuerySet[Any]:
+    """The records whose search text holds every word of `text` (the admin's search box)."""
+    for word in text.split():
+        term = search_term(word)
+        records = records.none() if term is None else matching(records, term)
+    return records
+
+
+def dispute_get_by_pk(pk: int) -> Dispute | None:
+    """The dispute of a review page's URL, with its deployment."""
+    return Dispute.objects.select_related("deployment").filter(pk=pk).first()
+
+
+def moderator_note_list(deployment: Deployment, dispute_id: int) -> list[ModeratorNote]:
+    """The notes on a dispute, oldest first, with their authors."""
+    return list(ModeratorNote.objects.filter(deployment=deployment, dispute_id=dispute_id).select_related("author"))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django import template
 
-from records.models import DisputeReviewQueue
+from records.selectors import review_queue_count
 
 register = template.Library()
 
@@ -12,4 +12,4 @@ register = template.Library()
 @register.simple_tag
 def disputes_waiting_for_review() -> int:
     """How many disputes the review queue holds (every deployment's)."""
-    return DisputeReviewQueue.objects.count()
+    return review_queue_count()

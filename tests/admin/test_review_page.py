@@ -8,15 +8,16 @@ import re
 from datetime import timedelta
 
 import pytest
+from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
 from bounty_client import TransactionBuilder
 from bounty_client.deployment import Deployment as ClientDeployment
-from records.models import Dispute, Submission
+from records.models import Dispute, ModeratorNote, Submission
 from records.representation import checksum_address
-from tests.factories import make_dispute, set_status
+from tests.factories import make_deployment, make_dispute, set_status
 
 
 def _builder(dispute: Dispute) -> TransactionBuilder:
@@ -50,6 +51,19 @@ def test_lists_shorten_addresses_and_show_the_whole_on_hover(moderator_client: C
     full = checksum_address(dispute.challenger_id)
     assert f'<span class="address" title="{full}">{full[:6]}…{full[-4:]}</span>' in page
     assert f">{full}<" not in page
+
+
+def test_the_queue_counts_each_disputes_notes_on_that_dispute_only(moderator_client: Client, moderator: User,
+                                                                  dispute: Dispute) -> None:
+    other = make_dispute(Submission.objects.get())
+    elsewhere = make_deployment(contract_address="0x" + "11" * 20)
+    for deployment, dispute_id in [(dispute.deployment, dispute.dispute_id)] * 2 + [(elsewhere, other.dispute_id)]:
+        ModeratorNote.objects.create(deployment=deployment, dispute_id=dispute_id, author=moderator,
+                                     recommendation="uphold", text="Seen elsewhere.")
+    response = moderator_client.get(reverse("admin:records_disputereviewqueue_changelist"))
+    assert {row.dispute_id: row.note_count for row in response.context["cl"].result_list} == {
+        dispute.dispute_id: 2, other.dispute_id: 0}
+    assert '<td class="field-notes">2</td>' in response.content.decode()
 
 
 def test_the_queue_is_one_click_from_the_admin_index(moderator_client: Client, db: None) -> None:
@@ -110,3 +124,11 @@ def test_admin_search_finds_records_by_address_in_any_case(moderator_client: Cli
     response = moderator_client.get(reverse("admin:records_dispute_changelist"),
                                     {"q": dispute.challenger_id.upper().replace("0X", "0x")})
     assert [d.pk for d in response.context["cl"].result_list] == [dispute.pk]
+
+
+def test_a_dispute_removed_while_its_review_page_is_read_returns_to_the_queue(
+        moderator_client: Client, dispute: Dispute, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("records.moderation.dispute_overview", lambda deployment, dispute_id: None)  # a reorg
+    response = moderator_client.get(reverse("admin:records_dispute_review", args=[dispute.pk]))
+    assert response.status_code == 302
+    assert response["Location"] == reverse("admin:records_disputereviewqueue_changelist")
