@@ -11,6 +11,7 @@ without depending on the websocket.
 from __future__ import annotations
 
 import asyncio
+import logging
 
 from asgiref.sync import async_to_sync
 from channels.layers import BaseChannelLayer, InMemoryChannelLayer, get_channel_layer
@@ -18,6 +19,8 @@ from django.conf import settings
 from django.db import models
 
 from bountysite.redis_reach import FAILURES, REDIS
+
+logger = logging.getLogger(__name__)
 
 CHANGES_GROUP = "records.changes"  # the channel-layer group the server processes' feeds listen on
 NOTIFY_ROUND_TRIPS = 4  # a group send's calls to Redis: its deadline is this many REDIS_TIMEOUT_MS
@@ -62,6 +65,9 @@ def notify_changes() -> None:
         async_to_sync(_send_within)(layer, settings.REDIS_TIMEOUT_SECONDS * NOTIFY_ROUND_TRIPS)
     except FAILURES as error:  # the feeds see the change at their next poll
         REDIS.record(error)
+    except Exception:  # never the reason a commit fails
+        logger.warning("could not notify the websocket feeds; they will see the change at their next poll",
+                       exc_info=True)
     else:
         REDIS.answered()
 
