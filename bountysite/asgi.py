@@ -1,6 +1,6 @@
 """ASGI entry point, served by daphne (`daphne bountysite.asgi:application`, and `manage.py
-runserver`, which is daphne's): HTTP to Django (through bountysite/bodiless.py, so that a HEAD, 204
-or 304 sends no body), the websocket `/ws/events` to Channels.
+runserver`, which is daphne's): HTTP to Django (through bountysite/daphne_bend.py's layer that sends
+no body for a HEAD, 204 or 304), the websocket `/ws/events` to Channels.
 
 No origin validator wraps the websocket: the feed is public and read-only and reads no
 credentials (records/ws/consumer.py), so a cross-origin page gains nothing by opening it.
@@ -18,7 +18,6 @@ django_asgi_app = get_asgi_application()  # sets Django up before the consumers 
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
 from bountysite import daphne_bend  # noqa: E402
-from bountysite.bodiless import BodilessResponses  # noqa: E402
 from records.routing import websocket_urlpatterns  # noqa: E402
 
 daphne_bend.install()
@@ -31,6 +30,6 @@ daphne_bend.install()
 gc.set_threshold(100_000, 20, 100)
 
 application = ProtocolTypeRouter({
-    "http": BodilessResponses(django_asgi_app),
+    "http": daphne_bend.BodilessResponses(django_asgi_app),
     "websocket": URLRouter(websocket_urlpatterns),
 })

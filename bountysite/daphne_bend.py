@@ -1,11 +1,13 @@
-"""Where the service bends daphne 4.2 (and the Twisted and autobahn under it): every patch, one install().
+"""Where the service bends daphne 4.2 (and the Twisted and autobahn under it): four patches, one
+install(), and an ASGI layer in front of Django (5).
 
 `bountysite.asgi` calls `install()`, so `daphne bountysite.asgi:application` and `manage.py
-runserver` (daphne's) both get every patch; it is idempotent. tests/websocket/test_daphne_bend.py
-serves one bare ASGI application from two real daphne processes, one with the bend and one
-without: for each patch one test fails if the bend is wrong, and one fails once an upgrade makes
-it unnecessary (upstream then does it alone: delete the patch and its tests). The HEAD / 204 /
-304 fix is not a patch of daphne but an ASGI layer in front of Django (bountysite/bodiless.py).
+runserver` (daphne's) both get every patch; it is idempotent; and it serves Django through
+`BodilessResponses`. tests/websocket/test_daphne_bend.py serves one bare ASGI application from two
+real daphne processes, one with the bend and one without: for each patch one test fails if the
+bend is wrong, and one fails once an upgrade makes it unnecessary (upstream then does it alone:
+delete the patch and its tests). Patch 4 is tested the same two ways in
+tests/api/test_reason_phrases.py, the layer 5 in tests/api/test_bodiless.py.
 
 1. **Close codes.** Upstream: `WebSocketProtocol.serverClose` passes the application's code to
    autobahn's `sendClose`, which accepts only 1000 and 3000-4999 (the IANA rules for
@@ -46,11 +48,35 @@ it unnecessary (upstream then does it alone: delete the patch and its tests). Th
    `HTTP/1.1 429 Unknown Status` (and so would 422, 428 or 451), and an ASGI application cannot
    pass a phrase. The patch completes Twisted's table from `http.HTTPStatus`, adding only what it
    lacks.
+
+5. **Bodiless responses: `BodilessResponses`, an ASGI layer, not a patch** (it also undoes what
+   Django, not daphne, adds, and holds under any ASGI server). A HEAD's, a 204's and
+   a 304's response must have no body. Upstream: Django's ASGI handler sends a HEAD response's
+   body as it would for GET (its test client strips the body itself, so tests through it never see
+   one), leaving it to the server to send nothing. daphne fails at that for a body of more than one
+   message: Twisted's `Request.write` sends the headers on its first call and, for a HEAD, 204 or
+   304, replaces the instance's `write` with a no-op, but daphne writes every `http.response.body`
+   through the class, `http.Request.write(self, ...)`, which skips that no-op. A one-message body
+   is swallowed by the first call; every message of a streamed one after the first goes out raw
+   after the headers (`HEAD /bounties` answered its headers, then the array's last bytes), and a
+   client on a keep-alive connection reads them as the start of the next response. A 204 or 304
+   also carries the `Content-Length: 0` Django's CommonMiddleware sets from the empty body, which
+   RFC 9110 (section 8.6) forbids on a 204 and allows on a 304 only if it is the length the 200
+   would have. We need neither to reach the client. The layer wraps Django's application, so every
+   HTTP response passes it, whichever part of Django made it (a DRF view, the error handlers, the
+   admin, the docs, Django's own 400 and 413), under any ASGI server. It keeps the headers as the
+   application made them, so a HEAD carries the Content-Length its GET would (a streamed response
+   has none; GET sends it chunked, HEAD sends no chunk), passes on every body message emptied, so
+   the headers leave at once and the response ends when the application's does, and drops a 204's
+   or 304's Content-Length. Not computing a body that is then dropped is the application's part
+   (records.api.caching skips the records of a streamed list for a HEAD). When daphne keeps a HEAD
+   bodiless itself, only the Content-Length part remains needed.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable, Mapping
 from functools import partial
 from http import HTTPStatus
 from typing import Any
@@ -171,6 +197,42 @@ def _protocol_handle_reply(self: Any, message: dict[str, Any]) -> None:
             self.sendData(message["frames"])
         else:  # what sendData does then, without formatting its debug message's arguments
             write(self.transport, message["frames"])
+
+
+# ---------------------------------------------------------------------------- 5. bodiless responses
+
+Scope = dict[str, Any]
+Message = Mapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+NO_CONTENT_STATUSES = frozenset({204, 304})
+
+
+class BodilessResponses:
+    """The ASGI application `app`, sending no body for a HEAD, 204 or 304 (bend 5)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        bodiless = scope["method"] == "HEAD"
+
+        async def send_no_body(message: Message) -> None:
+            nonlocal bodiless
+            if message["type"] == "http.response.start" and message["status"] in NO_CONTENT_STATUSES:
+                bodiless = True
+                message = {**message, "headers": [(name, value) for name, value in message.get("headers", ())
+                                                  if name.lower() != b"content-length"]}
+            elif message["type"] == "http.response.body" and bodiless:
+                message = {**message, "body": b""}
+            await send(message)
+
+        await self.app(scope, receive, send_no_body)
 
 
 # ---------------------------------------------------------------------------- install

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
 from ipaddress import IPv4Network, IPv6Network, ip_address, ip_network
 from typing import overload
 
@@ -22,23 +21,22 @@ _ORIGIN = re.compile(r"[a-z][a-z0-9+.-]*://(?:[a-z0-9-]+(?:\.[a-z0-9-]+)*|\[[0-9
                      re.IGNORECASE)
 
 
-def _raw(name: str, environ: Mapping[str, str] | None) -> str | None:
-    value = (os.environ if environ is None else environ).get(name)
+def _raw(name: str) -> str | None:
+    value = os.environ.get(name)
     if value is None or value.strip() == "":
         return None
     return value.strip()
 
 
-def env_str(name: str, default: str | None = None, *, environ: Mapping[str, str] | None = None) -> str | None:
+def env_str(name: str, default: str | None = None) -> str | None:
     """The variable's value, stripped; `default` when unset or blank."""
-    value = _raw(name, environ)
+    value = _raw(name)
     return default if value is None else value
 
 
-def env_choice(name: str, default: str, *, choices: tuple[str, ...],
-               environ: Mapping[str, str] | None = None) -> str:
+def env_choice(name: str, default: str, *, choices: tuple[str, ...]) -> str:
     """One of `choices` (case-insensitive); `default` when unset or blank."""
-    value = _raw(name, environ)
+    value = _raw(name)
     if value is None:
         return default
     if value.lower() not in choices:
@@ -46,17 +44,17 @@ def env_choice(name: str, default: str, *, choices: tuple[str, ...],
     return value.lower()
 
 
-def env_required(name: str, *, environ: Mapping[str, str] | None = None) -> str:
+def env_required(name: str) -> str:
     """The variable's value; ImproperlyConfigured naming it when unset or blank."""
-    value = _raw(name, environ)
+    value = _raw(name)
     if value is None:
         raise ImproperlyConfigured(f"{name} is required but not set")
     return value
 
 
-def env_bool(name: str, default: bool, *, environ: Mapping[str, str] | None = None) -> bool:
+def env_bool(name: str, default: bool) -> bool:
     """1/true/yes/on or 0/false/no/off, any case."""
-    value = _raw(name, environ)
+    value = _raw(name)
     if value is None:
         return default
     lowered = value.lower()
@@ -68,29 +66,17 @@ def env_bool(name: str, default: bool, *, environ: Mapping[str, str] | None = No
 
 
 @overload
-def env_int(
-    name: str, default: int, *, minimum: int | None = None, maximum: int | None = None,
-    environ: Mapping[str, str] | None = None,
-) -> int: ...
+def env_int(name: str, default: int, *, minimum: int | None = None, maximum: int | None = None) -> int: ...
 
 
 @overload
-def env_int(
-    name: str, default: None, *, minimum: int | None = None, maximum: int | None = None,
-    environ: Mapping[str, str] | None = None,
-) -> int | None: ...
+def env_int(name: str, default: None, *, minimum: int | None = None, maximum: int | None = None) -> int | None: ...
 
 
-def env_int(
-    name: str,
-    default: int | None,
-    *,
-    minimum: int | None = None,
-    maximum: int | None = None,
-    environ: Mapping[str, str] | None = None,
-) -> int | None:
+def env_int(name: str, default: int | None, *, minimum: int | None = None,
+            maximum: int | None = None) -> int | None:
     """A decimal integer within [minimum, maximum]; `default` when unset."""
-    value = _raw(name, environ)
+    value = _raw(name)
     if value is None:
         return default
     try:
@@ -104,14 +90,13 @@ def env_int(
     return number
 
 
-def env_depth(name: str, default: int, *, tags: tuple[str, ...], maximum: int,
-              environ: Mapping[str, str] | None = None) -> int | str:
+def env_depth(name: str, default: int, *, tags: tuple[str, ...], maximum: int) -> int | str:
     """A number of blocks within [0, maximum], or one of the block `tags` the node understands."""
-    value = _raw(name, environ)
+    value = _raw(name)
     if value is not None and value.strip().lower() in tags:
         return value.strip().lower()
     try:
-        return env_int(name, default, minimum=0, maximum=maximum, environ=environ)
+        return env_int(name, default, minimum=0, maximum=maximum)
     except ImproperlyConfigured as exc:
         if value is not None and not value.strip().lstrip("-").isdigit():
             raise ImproperlyConfigured(
@@ -120,18 +105,18 @@ def env_depth(name: str, default: int, *, tags: tuple[str, ...], maximum: int,
         raise exc from None
 
 
-def env_list(name: str, default: list[str], *, environ: Mapping[str, str] | None = None) -> list[str]:
+def env_list(name: str, default: list[str]) -> list[str]:
     """A comma-separated list; blank items are dropped."""
-    value = _raw(name, environ)
+    value = _raw(name)
     if value is None:
         return list(default)
     return [item.strip() for item in value.split(",") if item.strip()]
 
 
-def env_origins(name: str, default: list[str], *, environ: Mapping[str, str] | None = None) -> list[str]:
+def env_origins(name: str, default: list[str]) -> list[str]:
     """A comma-separated list of web origins (`scheme://host[:port]`, no path), lowercased as
     browsers send them; or `*` alone, for any origin, returned as `["*"]`. `default` when unset."""
-    origins = env_list(name, default, environ=environ)
+    origins = env_list(name, default)
     if "*" in origins:
         if origins != ["*"]:
             raise ImproperlyConfigured(f"{name} must be * alone or a list of origins, got {','.join(origins)!r}")
@@ -143,11 +128,10 @@ def env_origins(name: str, default: list[str], *, environ: Mapping[str, str] | N
     return [origin.lower() for origin in origins]
 
 
-def env_networks(name: str, default: list[str] | None = None, *,
-                 environ: Mapping[str, str] | None = None) -> list[IPv4Network | IPv6Network]:
+def env_networks(name: str, default: list[str] | None = None) -> list[IPv4Network | IPv6Network]:
     """A comma-separated list of IP addresses or CIDR networks; `default` (or none) when unset."""
     networks: list[IPv4Network | IPv6Network] = []
-    for item in env_list(name, default or [], environ=environ):
+    for item in env_list(name, default or []):
         try:
             networks.append(ip_network(item, strict=False))
         except ValueError:
@@ -155,9 +139,9 @@ def env_networks(name: str, default: list[str] | None = None, *,
     return networks
 
 
-def env_ip(name: str, default: str, *, environ: Mapping[str, str] | None = None) -> str:
+def env_ip(name: str, default: str) -> str:
     """An IPv4 or IPv6 address (to bind to); `default` when unset."""
-    value = _raw(name, environ)
+    value = _raw(name)
     if value is None:
         return default
     try:
@@ -166,9 +150,9 @@ def env_ip(name: str, default: str, *, environ: Mapping[str, str] | None = None)
         raise ImproperlyConfigured(f"{name} must be an IP address, got {value!r}") from None
 
 
-def env_address(name: str, *, environ: Mapping[str, str] | None = None) -> str | None:
+def env_address(name: str) -> str | None:
     """An EVM address (0x + 40 hex digits, any case), returned lowercase; None when unset."""
-    value = _raw(name, environ)
+    value = _raw(name)
     if value is None:
         return None
     if not _ADDRESS.fullmatch(value):
@@ -176,10 +160,9 @@ def env_address(name: str, *, environ: Mapping[str, str] | None = None) -> str |
     return value.lower()
 
 
-def env_url(name: str, default: str | None = None, *, schemes: tuple[str, ...],
-            environ: Mapping[str, str] | None = None) -> str | None:
+def env_url(name: str, default: str | None = None, *, schemes: tuple[str, ...]) -> str | None:
     """A URL whose scheme is one of `schemes`; `default` when unset."""
-    value = _raw(name, environ)
+    value = _raw(name)
     if value is None:
         return default
     scheme = value.split("://", 1)[0].lower() if "://" in value else ""

@@ -72,7 +72,7 @@ MIDDLEWARE = [
     # Before the rate limit: its 429s carry the CORS headers too (so a page can read Retry-After),
     # and preflights are answered without spending the client's budget.
     "corsheaders.middleware.CorsMiddleware",
-    "records.api.ratelimit.RateLimitMiddleware",
+    "bountysite.ratelimit.RateLimitMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",

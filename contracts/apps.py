@@ -1,6 +1,6 @@
 from django.apps import AppConfig
 
 
-class ContractsConfig(AppConfig):
+class ContractsAppConfig(AppConfig):
     name = "contracts"
     verbose_name = "Reference contracts and the dev chain"

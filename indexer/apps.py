@@ -1,6 +1,6 @@
 from django.apps import AppConfig
 
 
-class IndexerConfig(AppConfig):
+class IndexerAppConfig(AppConfig):
     name = "indexer"
     verbose_name = "Chain indexer"

@@ -12,26 +12,31 @@ from indexer.errors import IndexerError
 # hold many, so a small start costs a few quick requests on a quiet chain and keeps the first
 # batch of a busy one small (its decoding waits for the whole answer).
 INITIAL_SPAN = 16
+KEPT_BLOCKS = 1_024  # blocks below the head whose hashes and undo entries are kept for reorganisations
+BATCH_LOGS = 4_000  # about this many logs per getLogs range and per committed batch
+READ_AHEAD = 3  # batches read and decoded ahead of the one being committed
 
 
 @dataclass(frozen=True)
 class IndexerConfig:
+    """What the indexer runs with: settings, and the constants above. Built by `from_settings`."""
+
     rpc_url: str
     chain_id: int
     contract_address: str
     usdc_address: str
     start_block: int
     confirmations: int | str  # blocks, or a block tag the node resolves (safe, finalized)
-    poll_interval: float = 0.25
-    live_blocks: int = 32  # below the head: read one by one, then once more by range (BOUNTY_LIVE_BLOCKS)
-    initial_span: int = INITIAL_SPAN
-    max_span: int = 50_000
-    kept_blocks: int = 1_024
-    batch_logs: int = 4_000  # about this many logs per getLogs range and per committed batch
-    read_ahead: int = 3  # batches read and decoded ahead of the one being committed
-    rpc_timeout: float = 20.0  # seconds for each request to the node
-    max_concurrency: int = 16  # requests to the node in flight at most
-    requests_per_second: int | None = None  # the plan's budget of calls (None: the node's 429s tell)
+    poll_interval: float  # seconds between polls of the head
+    live_blocks: int  # below the head: read one by one, then once more by range
+    initial_span: int
+    max_span: int
+    kept_blocks: int
+    batch_logs: int
+    read_ahead: int
+    rpc_timeout: float  # seconds for each request to the node
+    max_concurrency: int  # requests to the node in flight at most
+    requests_per_second: int | None  # the plan's budget of calls (None: the node's 429s tell)
 
     @classmethod
     def from_settings(cls) -> IndexerConfig:
@@ -55,6 +60,9 @@ class IndexerConfig:
             live_blocks=settings.BOUNTY_LIVE_BLOCKS,
             initial_span=min(INITIAL_SPAN, settings.BOUNTY_GETLOGS_MAX_BLOCKS),
             max_span=settings.BOUNTY_GETLOGS_MAX_BLOCKS,
+            kept_blocks=KEPT_BLOCKS,
+            batch_logs=BATCH_LOGS,
+            read_ahead=READ_AHEAD,
             rpc_timeout=settings.BOUNTY_RPC_TIMEOUT_SECONDS,
             max_concurrency=settings.BOUNTY_RPC_MAX_CONCURRENCY,
             requests_per_second=settings.BOUNTY_RPC_MAX_REQUESTS_PER_SECOND,

@@ -79,10 +79,6 @@ class Pacer:
         """How many requests may be in flight now."""
         return max(1, int(self._limit))
 
-    @property
-    def in_flight(self) -> int:
-        return self._in_flight
-
     def max_batch(self) -> int | None:
         """The most calls one request may carry under the budget (None: no budget)."""
         return self._budget or None

@@ -46,11 +46,6 @@ class BatchWriter(Generic[_Work]):
         self._raise()
         self._queue.put(prepared)
 
-    def drain(self) -> None:
-        """Waits until every submitted batch is committed."""
-        self._queue.join()
-        self._raise()
-
     def close(self) -> None:
         self._queue.put(None)
         self._thread.join()
@@ -68,9 +63,6 @@ class BatchWriter(Generic[_Work]):
                         self._commit(prepared)
                 except BaseException as exc:  # raised in the caller's thread
                     self._failure = exc
-                finally:
-                    self._queue.task_done()
-            self._queue.task_done()
         finally:
             connection.close()
 

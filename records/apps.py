@@ -1,6 +1,6 @@
 from django.apps import AppConfig
 
 
-class RecordsConfig(AppConfig):
+class RecordsAppConfig(AppConfig):
     name = "records"
     verbose_name = "Bounty records"

@@ -21,7 +21,7 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from bountysite.daphne_bend import FRAMES_EXTENSION
 from records.metrics import WS_CLOSES, WS_OPEN
 from records.ws.limits import INTERNAL_ERROR, POLICY_VIOLATION, ConnectionSlot, MessageBudget, scope_client_address
-from records.ws.messages import Batch
+from records.ws.messages import MessageBatch
 from records.ws.stream import run_stream
 
 logger = logging.getLogger(__name__)
@@ -78,11 +78,11 @@ class EventsConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]
             with contextlib.suppress(asyncio.CancelledError):
                 await self.stream
 
-    async def _send_frames(self, batch: Batch) -> None:
+    async def _send_frames(self, batch: MessageBatch) -> None:
         """To a server with the frame extension (bountysite/daphne_bend.py): the batch's frames as they are."""
         await self.base_send({"type": FRAMES_EXTENSION, "frames": batch.frames})
 
-    async def _send_texts(self, batch: Batch) -> None:
+    async def _send_texts(self, batch: MessageBatch) -> None:
         """To a server without it: one ASGI message per websocket message."""
         for text in batch.texts:
             await self.send(text_data=text.decode())

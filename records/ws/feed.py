@@ -2,7 +2,7 @@
 
 One `LiveFeed` per server process reads the change log (seq gap-free per deployment) past its
 cursor -- one query per wake-up for the whole process, never per client -- and puts the messages
-in every subscribed client's bounded `Outbox` as one `Batch`, encoded and framed once for all.
+in every subscribed client's bounded `Outbox` as one `MessageBatch`, encoded and framed once for all.
 It wakes on the channel-layer message the indexer sends after each commit
 (records.changes.notify_changes; with Redis it crosses processes) and polls every
 BOUNTY_WS_POLL_MS besides, which alone carries the embedded default (SQLite, no Redis), where the
@@ -29,7 +29,7 @@ from bountysite.redis_reach import FAILURES, REDIS, RETRY_SECONDS
 from records.changes import CHANGES_GROUP, MessageType
 from records.metrics import WS_MESSAGES, WS_SLOWEST_QUEUE
 from records.selectors import active_deployment_id, changes_between, last_seq, oldest_seq
-from records.ws.messages import Batch, LiveMessage, encode, text_frame
+from records.ws.messages import LiveMessage, MessageBatch, encode, text_frame
 from records.ws.outbox import Outbox, Send
 
 logger = logging.getLogger(__name__)
@@ -56,8 +56,8 @@ class Changes(list[tuple[int, bytes, bytes]]):
 
     resync: bool = False
 
-    def batch(self) -> Batch:
-        return Batch([text for _, text, _ in self], b"".join(frame for _, _, frame in self))
+    def batch(self) -> MessageBatch:
+        return MessageBatch([text for _, text, _ in self], b"".join(frame for _, _, frame in self))
 
 
 def read_changes(deployment_id: int, first: int, last: int) -> Changes:

@@ -26,7 +26,7 @@ order behind the connection's admission. At the process's exit, what it still ho
 removed (daphne may stop without ending its applications).
 
 Messages from a client are limited in number per window and in size. The client address is found
-as the HTTP rate limiter finds it: X-Forwarded-For is believed only from trusted proxies.
+as for HTTP (bountysite/client_address.py): X-Forwarded-For is believed only from trusted proxies.
 """
 
 from __future__ import annotations
@@ -43,10 +43,9 @@ from typing import Any
 
 from django.conf import settings
 from django.core.cache import caches
-from django.http import HttpRequest
 
 from bountysite.cache import RedisCache
-from records.api.ratelimit import client_address
+from bountysite.client_address import client_address
 
 logger = logging.getLogger(__name__)
 
@@ -60,14 +59,10 @@ _connection_ids = itertools.count(1)
 
 
 def scope_client_address(scope: dict[str, Any]) -> str:
-    """The client's address from an ASGI scope, by the rules of the HTTP rate limiter."""
-    request = HttpRequest()
-    client = scope.get("client") or ("", 0)
-    request.META["REMOTE_ADDR"] = str(client[0])
-    for name, value in scope.get("headers", []):
-        if name == b"x-forwarded-for":
-            request.META["HTTP_X_FORWARDED_FOR"] = value.decode("latin1")
-    return client_address(request)
+    """The client's address from an ASGI scope, by the rule HTTP requests follow too."""
+    peer = str((scope.get("client") or ("", 0))[0])
+    forwarded = [value.decode("latin1") for name, value in scope.get("headers", []) if name == b"x-forwarded-for"]
+    return client_address(peer, ",".join(forwarded) or None, trusted=settings.BOUNTY_TRUSTED_PROXIES)
 
 
 class ConnectionSlot:

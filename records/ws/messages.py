@@ -1,7 +1,7 @@
 """The websocket's messages (docs/api.md, Messages), and a batch of them framed once for everyone.
 
 Every message is encoded once. A server's websocket frames are not masked, so the same frame
-bytes suit every client: a `Batch` of consecutive messages carries their texts and their frames
+bytes suit every client: a `MessageBatch` of consecutive messages carries their texts and their frames
 (RFC 6455), made once, and shared by every client. A server with the frame extension
 (bountysite/daphne.py) writes the frames as they are; one without it is sent the texts, one ASGI
 message each. Either way nothing is encoded or framed per client.
@@ -64,7 +64,7 @@ def text_frame(data: bytes) -> bytes:
     return header + data
 
 
-class Batch:
+class MessageBatch:
     """Consecutive messages: their texts, and their frames joined, made once when first asked for."""
 
     __slots__ = ("_frames", "texts")
@@ -83,12 +83,12 @@ class Batch:
             self._frames = b"".join(text_frame(text) for text in self.texts)
         return self._frames
 
-    def after(self, count: int) -> Batch:
+    def after(self, count: int) -> MessageBatch:
         """The batch without its first `count` messages."""
-        return Batch(self.texts[count:])
+        return MessageBatch(self.texts[count:])
 
     @classmethod
-    def joined(cls, batches: Iterable[Batch]) -> Batch:
+    def joined(cls, batches: Iterable[MessageBatch]) -> MessageBatch:
         """One batch of the messages of `batches`, in order (their frames reused where made)."""
         parts = list(batches)
         texts = [text for batch in parts for text in batch.texts]

@@ -9,9 +9,9 @@ from collections.abc import Awaitable, Callable
 from django.conf import settings
 
 from records.metrics import WS_MESSAGES
-from records.ws.messages import Batch
+from records.ws.messages import MessageBatch
 
-Send = Callable[[Batch], Awaitable[None]]  # sends a client the batch's messages, waiting for the socket
+Send = Callable[[MessageBatch], Awaitable[None]]  # sends a client the batch's messages, waiting for the socket
 # Writes frames at once if the socket can take them now (open, not held back); False otherwise.
 WriteNow = Callable[[bytes], bool]
 
@@ -35,11 +35,11 @@ class Outbox:
         self.on_overflow = on_overflow
         self.overflowed = False
         self.failure: Exception | None = None
-        self._batches: deque[Batch] = deque()
+        self._batches: deque[MessageBatch] = deque()
         self._count = 0  # messages in _batches
         self._ready = asyncio.Event()
 
-    def put(self, first_seq: int, batch: Batch) -> None:
+    def put(self, first_seq: int, batch: MessageBatch) -> None:
         """Gives the client the messages of seqs first_seq, first_seq + 1, ... past `next_seq`."""
         skip = self.next_seq - first_seq
         if skip >= len(batch) or self.overflowed:
@@ -72,7 +72,7 @@ class Outbox:
         self.failure = error
         self._ready.set()
 
-    async def get(self) -> Batch:
+    async def get(self) -> MessageBatch:
         """Every message pending, waiting for one if there is none."""
         while not self._batches and not self.overflowed and self.failure is None:
             self._ready.clear()
@@ -81,7 +81,7 @@ class Outbox:
             raise TooSlow
         if not self._batches and self.failure is not None:  # what was put before the failure goes first
             raise self.failure
-        batch = self._batches.popleft() if len(self._batches) == 1 else Batch.joined(self._batches)
+        batch = self._batches.popleft() if len(self._batches) == 1 else MessageBatch.joined(self._batches)
         self._batches.clear()
         self._count = 0
         return batch

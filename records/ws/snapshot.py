@@ -28,7 +28,7 @@ from records.selectors import (
     read_snapshot,
     record_bodies,
 )
-from records.ws.messages import Batch, SnapshotComplete, SnapshotCounts, SnapshotMessage, SnapshotType, encode
+from records.ws.messages import MessageBatch, SnapshotComplete, SnapshotCounts, SnapshotMessage, SnapshotType, encode
 from records.ws.outbox import Send, TooSlow
 
 SNAPSHOT_CHUNK = 500  # snapshot records per read from the database thread
@@ -72,9 +72,9 @@ class SnapshotReader:
     def _complete(self) -> Iterator[bytes]:
         yield encode(SnapshotComplete(type="snapshot.complete", payload=self._counts, seq=self.last_seq))
 
-    def next_chunk(self, framed: bool) -> Batch:
+    def next_chunk(self, framed: bool) -> MessageBatch:
         """The next SNAPSHOT_CHUNK messages (`framed`: their frames made too); empty at the end."""
-        batch = Batch(list(itertools.islice(self._messages, SNAPSHOT_CHUNK)))
+        batch = MessageBatch(list(itertools.islice(self._messages, SNAPSHOT_CHUNK)))
         if framed:
             batch.frames  # noqa: B018 (made here, in the reader's thread, rather than on the event loop)
         WS_MESSAGES.inc(len(batch))
@@ -100,7 +100,7 @@ async def stream_snapshot(send: Send, *, framed: bool) -> int:
     async with _readers:
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ws-snapshot") as thread:
             reader = SnapshotReader()
-            pending: asyncio.Future[Batch] | None = None
+            pending: asyncio.Future[MessageBatch] | None = None
             try:
                 await loop.run_in_executor(thread, reader.open)
                 pending = loop.run_in_executor(thread, reader.next_chunk, framed)

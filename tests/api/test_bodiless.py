@@ -1,5 +1,6 @@
-"""bountysite/bodiless.py on a real daphne: a HEAD's streamed body, and a 304's Content-Length,
-never reach the client; and daphne alone still sends that body (the reason for the layer)."""
+"""bountysite/daphne_bend.py, bend 5 (BodilessResponses), on a real daphne: a HEAD's streamed body,
+and a 304's Content-Length, never reach the client; and daphne alone still sends that body (the
+reason for the layer)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The HTTP rate limits: the public budget, a fixed window per client on every route but /health
 and the admin, and the admin's password forms' budget of their own.
 
-Time is travelled by replacing the `time` module seen by records.api.ratelimit with a clock
+Time is travelled by replacing the `time` module seen by bountysite.ratelimit with a clock
 that the test sets; nothing else in the process sees it.
 """
 
@@ -16,7 +16,7 @@ from django.http import HttpResponseBase
 from django.test import Client
 from django.urls import reverse
 
-from records.api import ratelimit
+from bountysite import ratelimit
 from records.models import Deployment
 from tests.api import helpers as h
 

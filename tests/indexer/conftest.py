@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 from django.conf import settings as django_settings
+from django.test import override_settings
 
 from indexer.config import IndexerConfig
 from indexer.sync import Indexer
@@ -14,18 +15,20 @@ from tests.chain import Chain
 from tests.servers import database_url
 
 
-def config_for(chain: Chain, **overrides: Any) -> IndexerConfig:
-    values: dict[str, Any] = {
-        "rpc_url": chain.deployment.rpc_url,
-        "chain_id": chain.deployment.chain_id,
-        "contract_address": chain.deployment.contract_address.lower(),
-        "usdc_address": chain.deployment.usdc_address.lower(),
-        "start_block": chain.deployment.start_block,
-        "confirmations": 0,
-        "poll_interval": 0.05,
-    }
-    values.update(overrides)
-    return IndexerConfig(**values)
+def config_for(chain: Chain, **settings: Any) -> IndexerConfig:
+    """The indexer's configuration from settings, as `run_indexer` builds it: the chain's
+    deployment, no confirmations, a quick poll, and `settings` (`BOUNTY_LIVE_BLOCKS=8`) on top."""
+    with override_settings(**{
+        "BOUNTY_RPC_URL": chain.deployment.rpc_url,
+        "BOUNTY_CHAIN_ID": chain.deployment.chain_id,
+        "BOUNTY_CONTRACT_ADDRESS": chain.deployment.contract_address.lower(),
+        "BOUNTY_USDC_ADDRESS": chain.deployment.usdc_address.lower(),
+        "BOUNTY_START_BLOCK": chain.deployment.start_block,
+        "BOUNTY_CONFIRMATIONS": 0,
+        "BOUNTY_INDEXER_POLL_SECONDS": 0.05,
+        **settings,
+    }):
+        return IndexerConfig.from_settings()
 
 
 def catch_up_to_head(indexer: Indexer, max_rounds: int = 1_000) -> None:

@@ -4,6 +4,7 @@ record tables hold and built once it has caught up; nothing else changes for the
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -128,7 +129,7 @@ def test_a_bulk_backfill_reads_back_the_records_its_reader_forgot_once_they_are_
     # has committed every batch it sent, forgets them, and reads them back as they are changed.
     monkeypatch.setattr(historical, "RECORD_MEMORY", 2)
     seed_demo_activity(chain.w3, chain.deployment)
-    indexer = Indexer(config_for(chain, batch_logs=2, initial_span=1, max_span=2))
+    indexer = Indexer(replace(config_for(chain, BOUNTY_GETLOGS_MAX_BLOCKS=2), batch_logs=2, initial_span=1))
     indexer.ensure_deployment()
     indexer.prepare()
     assert SyncState.objects.get().bulk_from_block is not None
@@ -221,7 +222,7 @@ def test_another_deployments_deferral_is_left_to_its_own_indexer(chain: Chain) -
 def test_a_reorg_while_the_indexes_are_deferred_leaves_the_mirror_equal_to_the_new_chain(chain: Chain) -> None:
     _fund(chain)
     _bounty(chain, "ipfs://kept")
-    indexer = Indexer(config_for(chain, confirmations=0))
+    indexer = Indexer(config_for(chain))
     indexer.ensure_deployment()
     indexer.prepare()
     catch_up(indexer)

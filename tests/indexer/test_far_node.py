@@ -38,9 +38,9 @@ def _bounties(chain: Chain, prompts: list[str]) -> None:
 
 
 @contextmanager
-def far_indexer(chain: Chain, limits: NodeLimits, **config: Any) -> Iterator[tuple[Indexer, NodeProxy]]:
+def far_indexer(chain: Chain, limits: NodeLimits, **settings: Any) -> Iterator[tuple[Indexer, NodeProxy]]:
     with NodeProxy(chain.deployment.rpc_url, limits) as node:
-        indexer = Indexer(config_for(chain, rpc_url=node.url, **config))
+        indexer = Indexer(config_for(chain, BOUNTY_RPC_URL=node.url, **settings))
         indexer.check_node()
         indexer.ensure_deployment()
         yield indexer, node
@@ -74,7 +74,7 @@ def test_ranges_are_read_several_at_once_and_committed_in_order(busy_then_quiet:
 def test_a_plans_budget_is_never_exceeded(busy_then_quiet: Chain) -> None:
     chain = busy_then_quiet
     limits = NodeLimits(latency=0.01, max_log_blocks=10, requests_per_second=30)
-    with far_indexer(chain, limits, requests_per_second=30) as (indexer, node):
+    with far_indexer(chain, limits, BOUNTY_RPC_MAX_REQUESTS_PER_SECOND=30) as (indexer, node):
         catch_up_to_head(indexer)
         assert node.stats.max_calls_per_second <= 30
         assert not node.stats.refused["rate limit"]

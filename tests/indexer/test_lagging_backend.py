@@ -97,7 +97,7 @@ def test_a_log_the_first_reading_lost_is_repaired_by_the_second(chain: Chain) ->
     live = 4
     lost = chain.w3.eth.block_number + 4  # each bounty: an approval, then the bounty, a block each
     with NodeProxy(chain.deployment.rpc_url, NodeLimits(blank_bloom_once=frozenset({lost}))) as node:
-        indexer = Indexer(config_for(chain, rpc_url=node.url, live_blocks=live))
+        indexer = Indexer(config_for(chain, BOUNTY_RPC_URL=node.url, BOUNTY_LIVE_BLOCKS=live))
         indexer.check_node()
         indexer.ensure_deployment()
         catch_up_to_head(indexer)
@@ -131,7 +131,7 @@ def test_a_first_sync_through_each_providers_wording_is_exact_and_learns_the_cap
                         gap_after=chain.w3.eth.block_number)  # empty blocks after the records: their numbers hold
     _mine(chain, 1)
     with NodeProxy(chain.deployment.rpc_url, limits) as node:
-        indexer = Indexer(config_for(chain, rpc_url=node.url))
+        indexer = Indexer(config_for(chain, BOUNTY_RPC_URL=node.url))
         indexer.check_node()
         indexer.ensure_deployment()
         catch_up_to_head(indexer)
@@ -152,7 +152,7 @@ def test_an_event_of_a_record_the_node_lost_waits_for_the_second_reading_instead
     demo = _Demo(chain.w3, chain.deployment)
     live = 4
     with NodeProxy(chain.deployment.rpc_url, NodeLimits()) as node:
-        indexer = Indexer(config_for(chain, rpc_url=node.url, live_blocks=live))
+        indexer = Indexer(config_for(chain, BOUNTY_RPC_URL=node.url, BOUNTY_LIVE_BLOCKS=live))
         indexer.check_node()
         indexer.ensure_deployment()
         bounty = demo.create_bounty(demo.actors.poster, "lost and found", 10, 3600)
@@ -177,7 +177,7 @@ def test_a_matching_bloom_with_an_empty_answer_is_confirmed_by_the_receipts(
     """getLogs by hash answers nothing once for a block whose bloom holds the contract's record:
     the block's receipts hold the log, and the first reading takes it from them."""
     with NodeProxy(chain.deployment.rpc_url, NodeLimits()) as node:
-        indexer = Indexer(config_for(chain, rpc_url=node.url, live_blocks=8))
+        indexer = Indexer(config_for(chain, BOUNTY_RPC_URL=node.url, BOUNTY_LIVE_BLOCKS=8))
         indexer.check_node()
         indexer.ensure_deployment()
         catch_up_to_head(indexer)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from indexer.errors import ReorgTooDeep
@@ -120,7 +122,7 @@ def test_a_reorg_back_to_before_anything_was_indexed_empties_the_mirror(chain: C
 
 
 def test_a_reorg_deeper_than_the_kept_hashes_stops_the_indexer(chain: Chain, db: None) -> None:
-    indexer = Indexer(config_for(chain, kept_blocks=2))
+    indexer = Indexer(replace(config_for(chain), kept_blocks=2))
     indexer.check_node()
     indexer.ensure_deployment()
     _fund(chain)
@@ -141,7 +143,7 @@ def test_a_reorg_among_the_headers_waiting_for_their_confirmations_indexes_only_
         chain: Chain, db: None, confirmations: int) -> None:
     """Headers polled while their blocks were too shallow to index are kept; a reorganisation that
     replaces them must not let a kept one be indexed."""
-    indexer = Indexer(config_for(chain, confirmations=confirmations))
+    indexer = Indexer(config_for(chain, BOUNTY_CONFIRMATIONS=confirmations))
     indexer.ensure_deployment()
     _fund(chain)
     catch_up_to_head(indexer)
@@ -160,7 +162,7 @@ def test_a_reorg_among_the_headers_waiting_for_their_confirmations_indexes_only_
 
 
 def test_only_blocks_past_the_confirmations_are_indexed(chain: Chain, db: None) -> None:
-    indexer = Indexer(config_for(chain, confirmations=3))
+    indexer = Indexer(config_for(chain, BOUNTY_CONFIRMATIONS=3))
     indexer.ensure_deployment()
     _fund(chain)
     _bounty(chain)
@@ -176,7 +178,7 @@ def test_only_blocks_past_the_confirmations_are_indexed(chain: Chain, db: None) 
 @pytest.mark.parametrize(("tag", "depth"), [("safe", 32), ("finalized", 64)])  # anvil's tags
 def test_with_a_block_tag_blocks_up_to_the_nodes_tagged_block_are_indexed(chain: Chain, db: None, tag: str,
                                                                           depth: int) -> None:
-    indexer = Indexer(config_for(chain, confirmations=tag))
+    indexer = Indexer(config_for(chain, BOUNTY_CONFIRMATIONS=tag))
     indexer.check_node()
     indexer.ensure_deployment()
     _fund(chain)
@@ -192,7 +194,7 @@ def test_with_a_block_tag_blocks_up_to_the_nodes_tagged_block_are_indexed(chain:
 
 
 def test_undo_entries_are_kept_only_for_blocks_a_reorg_can_still_reach(chain: Chain, db: None) -> None:
-    indexer = Indexer(config_for(chain, kept_blocks=3, live_blocks=0))  # every block by range
+    indexer = Indexer(replace(config_for(chain, BOUNTY_LIVE_BLOCKS=0), kept_blocks=3))  # every block by range
     indexer.check_node()
     indexer.ensure_deployment()
     _fund(chain)

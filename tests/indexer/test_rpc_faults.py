@@ -150,7 +150,7 @@ def proxied(chain: Chain, db: None) -> Iterator[Callable[..., Indexer]]:
         def make(proxy: FaultProxy, live_blocks: int = 0) -> Indexer:
             url = servers.enter_context(local_server(proxy))
             rpc = RpcClient(url, timeout=CLIENT_TIMEOUT, backoff=Backoff(base=0.005, cap=0.02, attempts=12))
-            indexer = Indexer(config_for(chain, rpc_url=url, live_blocks=live_blocks), rpc=rpc)
+            indexer = Indexer(config_for(chain, BOUNTY_RPC_URL=url, BOUNTY_LIVE_BLOCKS=live_blocks), rpc=rpc)
             indexer.ensure_deployment()
             return indexer
 

@@ -1,4 +1,4 @@
-"""records.ws: messages framed once, batched per client, in order, bounded (messages.Batch, outbox.Outbox)."""
+"""records.ws: messages framed once, batched per client, in order, bounded (messages.MessageBatch, outbox.Outbox)."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ import orjson
 import pytest
 from django.test import override_settings
 
-from records.ws.messages import Batch, text_frame
+from records.ws.messages import MessageBatch, text_frame
 from records.ws.outbox import Outbox, TooSlow
 
 
-def batch_of(*seqs: int) -> Batch:
-    return Batch([orjson.dumps({"type": "bounty.updated", "payload": {"id": seq}, "seq": seq}) for seq in seqs])
+def batch_of(*seqs: int) -> MessageBatch:
+    return MessageBatch([orjson.dumps({"type": "bounty.updated", "payload": {"id": seq}, "seq": seq}) for seq in seqs])
 
 
 def frame_texts(frames: bytes) -> Iterator[str]:
@@ -31,11 +31,11 @@ def frame_texts(frames: bytes) -> Iterator[str]:
         position += size
 
 
-def seqs_in(batch: Batch | bytes) -> list[int]:
+def seqs_in(batch: MessageBatch | bytes) -> list[int]:
     """The seqs of a batch, read from its frames (which must hold the same messages as its texts)."""
     frames = batch if isinstance(batch, bytes) else batch.frames
     seqs = [orjson.loads(text)["seq"] for text in frame_texts(frames)]
-    if isinstance(batch, Batch):
+    if isinstance(batch, MessageBatch):
         assert seqs == [orjson.loads(text)["seq"] for text in batch.texts]
     return seqs
 
@@ -50,7 +50,7 @@ def test_a_frame_holds_any_size_of_text(size: int) -> None:
 def test_a_batch_is_framed_once_and_joined_batches_keep_their_order() -> None:
     first, second = batch_of(1, 2), batch_of(3)
     assert first.frames is first.frames
-    joined = Batch.joined([first, second, batch_of(4, 5)])
+    joined = MessageBatch.joined([first, second, batch_of(4, 5)])
     assert seqs_in(joined) == [1, 2, 3, 4, 5]
     assert seqs_in(joined.after(3)) == [4, 5]
 

@@ -11,7 +11,7 @@ import pytest
 from indexer.models import ChangeLogEntry, SyncState
 from records.models import Deployment
 from records.ws.feed import ChangesGone, LiveFeed
-from records.ws.messages import Batch
+from records.ws.messages import MessageBatch
 from records.ws.outbox import Outbox
 from tests.factories import make_deployment
 
@@ -30,7 +30,7 @@ def _prune_through(deployment: Deployment, seq: int) -> None:
     ChangeLogEntry.objects.filter(deployment=deployment, seq__lte=seq).delete()
 
 
-async def _nothing(batch: Batch) -> None:
+async def _nothing(batch: MessageBatch) -> None:
     raise AssertionError("nothing may be sent from a pruned log")
 
 
@@ -60,7 +60,7 @@ def test_a_feed_pruned_past_closes_its_clients_and_goes_on_from_the_newest() -> 
     feed.subscribers.add(outbox)
     _prune_through(deployment, 5)
 
-    async def advance_then_get() -> Batch:
+    async def advance_then_get() -> MessageBatch:
         await feed._advance()
         return await asyncio.wait_for(outbox.get(), timeout=5)
 

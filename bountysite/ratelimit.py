@@ -18,14 +18,13 @@ moderator is never refused. All this is decided by the path, before the session 
 the check costs no query.
 
 The client is the peer address; the X-Forwarded-For chain is believed only as far as it runs
-through configured trusted proxies. With Redis configured, every worker process counts against
-the same budgets; while Redis cannot be reached, each process counts its own (said once in the
-log, bountysite/redis_reach.py).
+through configured trusted proxies (bountysite/client_address.py). With Redis configured, every
+worker process counts against the same budgets; while Redis cannot be reached, each process counts
+its own (said once in the log, bountysite/redis_reach.py).
 """
 
 from __future__ import annotations
 
-import ipaddress
 import math
 import time
 from collections.abc import Callable
@@ -36,6 +35,7 @@ from django.core.cache import caches
 from django.http import HttpRequest, HttpResponse, HttpResponseBase
 
 from bountysite.cache import RedisCache, count_in
+from bountysite.client_address import client_address
 from records.api.errors import error_response
 
 EXEMPT_PATHS = frozenset({"/health", "/metrics"})
@@ -43,24 +43,9 @@ ADMIN = "/admin"  # where bountysite/urls.py mounts the admin
 PASSWORD_FORMS = frozenset({"/admin/login/", "/admin/password_change/"})  # the admin's, as its URLs name them
 
 
-def _trusted(address: str) -> bool:
-    try:
-        ip = ipaddress.ip_address(address)
-    except ValueError:
-        return False
-    return any(ip in network for network in settings.BOUNTY_TRUSTED_PROXIES)
-
-
-def client_address(request: HttpRequest) -> str:
-    """The peer, or the nearest X-Forwarded-For hop not added by a trusted proxy."""
-    peer = str(request.META.get("REMOTE_ADDR", ""))
-    if not _trusted(peer):
-        return peer
-    hops = [hop.strip() for hop in str(request.META.get("HTTP_X_FORWARDED_FOR", "")).split(",") if hop.strip()]
-    for hop in reversed(hops):
-        if not _trusted(hop):
-            return hop
-    return hops[0] if hops else peer
+def _client(request: HttpRequest) -> str:
+    return client_address(request.META.get("REMOTE_ADDR", ""), request.META.get("HTTP_X_FORWARDED_FOR"),
+                          trusted=settings.BOUNTY_TRUSTED_PROXIES)
 
 
 def _count(key: str, timeout: int) -> int:
@@ -111,7 +96,7 @@ class RateLimitMiddleware:
             return self.get_response(request)
         limit: int = settings.BOUNTY_RATE_LIMIT
         window: int = settings.BOUNTY_RATE_WINDOW_SECONDS
-        spent = _spend("api", client_address(request), window)
+        spent = _spend("api", _client(request), window)
         if spent.count > limit:
             response: HttpResponseBase = _too_many(f"rate limit of {limit} requests per {window} s exceeded", spent)
         else:
@@ -124,7 +109,7 @@ class RateLimitMiddleware:
     def _password_attempt(self, request: HttpRequest) -> HttpResponseBase:
         limit: int = settings.BOUNTY_ADMIN_LOGIN_RATE_LIMIT
         window: int = settings.BOUNTY_ADMIN_LOGIN_RATE_WINDOW_SECONDS
-        spent = _spend("admin-login", client_address(request), window)
+        spent = _spend("admin-login", _client(request), window)
         if spent.count > limit:
             return _too_many(f"login rate limit of {limit} attempts per {window} s exceeded", spent)
         return self.get_response(request)
