@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, Literal
 
 from django.apps import apps
@@ -49,7 +50,7 @@ class RecordKind:
     updated: MessageType  # the change type of a record changed as a side effect, or restored
     removed: MessageType  # the change type of a record whose creating block was orphaned
 
-    @property
+    @cached_property  # read per record by the indexer's store: looked up in the app registry once
     def model(self) -> type[Bounty] | type[Submission] | type[Dispute]:
         model: Any = apps.get_model("records", self.model_name)
         return model  # type: ignore[no-any-return]

@@ -222,6 +222,9 @@ class LiveFeed:
             except FAILURES as error:  # Redis is away: the poll alone carries the feed meanwhile
                 REDIS.record(error)
                 await asyncio.sleep(RETRY_SECONDS)
+            except Exception:
+                logger.exception("the websocket feed lost the channel layer; polling meanwhile")
+                await asyncio.sleep(RETRY_SECONDS)
 
 
 _feed: LiveFeed | None = None
