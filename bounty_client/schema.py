@@ -171,6 +171,9 @@ class HealthIndexer(TypedDict):
     rpc_calls_per_day: float | None
     node_unreachable_since: str | None
     node_unreachable_seconds: int | None
+    node_last_asked_at: str | None
+    node_last_asked_seconds: int | None
+    node_ask_overdue: bool
     last_heartbeat: str | None
     indexes: Literal["ready", "deferred", "building"]
     backfill: HealthBackfill | None

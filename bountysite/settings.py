@@ -168,7 +168,15 @@ BOUNTY_CONFIRMATIONS = env_depth("BOUNTY_CONFIRMATIONS", 0, tags=("safe", "final
 BOUNTY_HEALTH_HEARTBEAT_SECONDS = env_int("BOUNTY_HEALTH_HEARTBEAT_SECONDS", 60, minimum=1)
 BOUNTY_HEALTH_MAX_LAG_BLOCKS = env_int("BOUNTY_HEALTH_MAX_LAG_BLOCKS", 10, minimum=0)
 BOUNTY_GETLOGS_MAX_BLOCKS = env_int("BOUNTY_GETLOGS_MAX_BLOCKS", 50_000, minimum=1)
-BOUNTY_INDEXER_POLL_SECONDS = env_int("BOUNTY_INDEXER_POLL_MS", 250, minimum=50, maximum=600_000) / 1000
+_POLL_MS = env_int("BOUNTY_INDEXER_POLL_MS", 250, minimum=50, maximum=600_000)
+BOUNTY_INDEXER_POLL_SECONDS = _POLL_MS / 1000
+# The longest the indexer goes between two asks of the node, whatever the chain's timestamps say
+# (indexer.clock) and however long the node has not answered; /health and the alerts hold it to that.
+_MAX_WAIT_MS = env_int("BOUNTY_INDEXER_MAX_WAIT_MS", max(15_000, _POLL_MS), minimum=1_000, maximum=600_000)
+if _MAX_WAIT_MS < _POLL_MS:
+    raise ImproperlyConfigured(f"BOUNTY_INDEXER_MAX_WAIT_MS ({_MAX_WAIT_MS}) must be at least BOUNTY_INDEXER_POLL_MS "
+                               f"({_POLL_MS}): the ceiling of the waits cannot be below the poll interval")
+BOUNTY_INDEXER_MAX_WAIT_SECONDS = _MAX_WAIT_MS / 1000
 # Blocks below the head read one by one (and read again by range once deeper): more than any
 # backend of the node's load balancer lags behind the others (0: every block by range, for a
 # node of one's own).

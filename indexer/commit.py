@@ -17,7 +17,7 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from django.db import transaction
@@ -77,14 +77,24 @@ class Committer:
         self.progress: Progress | None = None
         self.head_time: datetime | None = None  # of the head block last seen, for the lag in seconds
         self.rate_limited_at: datetime | None = None  # when the node last limited the rate (for /health)
+        self.node_asked: float | None = None  # when a request was last sent to the node, by any process
+
+    @property
+    def node_asked_at(self) -> datetime | None:
+        return None if self.node_asked is None else datetime.fromtimestamp(self.node_asked, tz=UTC)
 
     def count_rpc(self, counts: RpcCounts) -> None:
-        """The metrics of the calls and failures of a tally; a rate limit among them is noted for
-        /health with the next write of the sync state."""
+        """The metrics of the calls and failures of a tally; a rate limit among them, and when
+        the newest was sent, are noted for /health with the next write of the sync state."""
         self.metrics.rpc(counts)
         self.calls.count(counts)
+        self._asked(counts)
         if counts.errors["rate_limited"]:
             self.rate_limited_at = timezone.now()
+
+    def _asked(self, counts: RpcCounts) -> None:
+        if counts.last_sent is not None and (self.node_asked is None or counts.last_sent > self.node_asked):
+            self.node_asked = counts.last_sent
 
     def commit(self, deployment: Deployment, batch: Batch, memory: RecordMemory | None = None) -> None:
         """Applies and writes one batch with the progress it makes, in one transaction. `memory`
@@ -181,6 +191,8 @@ class Committer:
         locked.head_block = batch.head
         locked.safe_block = batch.safe
         locked.rate_limited_at = self.rate_limited_at
+        self._asked(batch.rpc)
+        locked.node_asked_at = self.node_asked_at
         locked.last_heartbeat = timezone.now()
         locked.save()
         self._report(batch, prepared.applied, Counter(message.type for message in messages))

@@ -27,7 +27,8 @@ class IndexerConfig:
     usdc_address: str
     start_block: int
     confirmations: int | str  # blocks, or a block tag the node resolves (safe, finalized)
-    poll_interval: float  # seconds between polls of the head
+    poll_interval: float  # seconds between polls of the head while the chain's rhythm is not trusted
+    max_wait: float  # seconds between two asks of the node at most (indexer.clock)
     live_blocks: int  # below the head: read one by one, then once more by range
     initial_span: int
     max_span: int
@@ -57,6 +58,7 @@ class IndexerConfig:
             start_block=settings.BOUNTY_START_BLOCK,
             confirmations=settings.BOUNTY_CONFIRMATIONS,
             poll_interval=settings.BOUNTY_INDEXER_POLL_SECONDS,
+            max_wait=settings.BOUNTY_INDEXER_MAX_WAIT_SECONDS,
             live_blocks=settings.BOUNTY_LIVE_BLOCKS,
             initial_span=min(INITIAL_SPAN, settings.BOUNTY_GETLOGS_MAX_BLOCKS),
             max_span=settings.BOUNTY_GETLOGS_MAX_BLOCKS,

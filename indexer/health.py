@@ -41,6 +41,9 @@ class IndexerHealth(TypedDict):
     rpc_calls_per_day: float | None  # at the rate of the last minutes
     node_unreachable_since: datetime | None  # the node has not answered the running indexer since then
     node_unreachable_seconds: int | None
+    node_last_asked_at: datetime | None  # when the indexer last sent the node a request
+    node_last_asked_seconds: int | None
+    node_ask_overdue: bool  # not asked for longer than BOUNTY_INDEXER_MAX_WAIT_MS allows (never expected)
     last_heartbeat: datetime | None
     indexes: str  # the record tables' secondary indexes: ready, deferred (a bulk backfill) or building
     backfill: BackfillProgress | None
@@ -59,8 +62,10 @@ def indexer_health(deployment: Deployment | None, *, now: datetime | None = None
     indexer slows down and goes on). `rpc_calls_per_block`, `rpc_calls_per_day`: what following
     the head costs in calls to the node, measured over the last minutes (None until measured, or
     while no indexer runs). `node_unreachable_since`, `node_unreachable_seconds`: the node has not
-    answered the running indexer since then (it keeps asking). `backfill`: the progress of the
-    backfill under way, if any.
+    answered the running indexer since then (it keeps asking). `node_last_asked_at`,
+    `node_last_asked_seconds`: when the indexer last sent the node a request; `node_ask_overdue`:
+    longer ago than ask_allowance() (the indexer never waits longer than its ceiling between two
+    asks). `backfill`: the progress of the backfill under way, if any.
     `processes`: the `run_indexer` processes seen within the heartbeat, writer and standby."""
     depth: int | str = settings.BOUNTY_CONFIRMATIONS
     state = SyncState.objects.filter(deployment=deployment).first() if deployment is not None else None
@@ -77,6 +82,8 @@ def indexer_health(deployment: Deployment | None, *, now: datetime | None = None
     window = timedelta(seconds=settings.BOUNTY_HEALTH_HEARTBEAT_SECONDS)
     running = heartbeat is not None and now - heartbeat <= window
     unreachable = state.node_unreachable_since if state and running else None
+    asked = state.node_asked_at if state else None
+    asked_seconds = None if asked is None else max(0, int((now - asked).total_seconds()))
     return IndexerHealth(
         enabled=bool(settings.BOUNTY_RPC_URL),
         running=running,
@@ -91,11 +98,21 @@ def indexer_health(deployment: Deployment | None, *, now: datetime | None = None
         rpc_calls_per_day=state.rpc_calls_per_day if state and running else None,
         node_unreachable_since=unreachable,
         node_unreachable_seconds=None if unreachable is None else max(0, int((now - unreachable).total_seconds())),
+        node_last_asked_at=asked,
+        node_last_asked_seconds=asked_seconds,
+        node_ask_overdue=running and asked_seconds is not None and asked_seconds > ask_allowance(),
         last_heartbeat=heartbeat,
         indexes=str(index_state()),
         backfill=_backfill(state),
         processes=_processes(deployment, now - window),
     )
+
+
+def ask_allowance() -> float:
+    """Seconds a running indexer may go without sending the node a request: its longest wait
+    between two (BOUNTY_INDEXER_MAX_WAIT_MS) and a request's timeout (BOUNTY_RPC_TIMEOUT_SECONDS),
+    the most a step between two polls may take while it waits for an answer."""
+    return float(settings.BOUNTY_INDEXER_MAX_WAIT_SECONDS + settings.BOUNTY_RPC_TIMEOUT_SECONDS)
 
 
 def _processes(deployment: Deployment | None, since: datetime) -> list[IndexerProcessHealth]:

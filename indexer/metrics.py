@@ -68,6 +68,14 @@ class IndexerMetrics:
             "bounty_indexer_node_unreachable_seconds",
             "Seconds since the node stopped answering (connection refused, timeouts, 5xx); 0 while it answers. "
             "The indexer keeps asking.").labels(*labels)
+        # Set by the indexer to a function read at each scrape, so that an indexer that does not ask shows it.
+        self.seconds_since_node_asked = gauge(
+            "bounty_indexer_seconds_since_node_asked",
+            "Seconds since this process (or a reader process of its) last sent the node a request; 0 before the "
+            "first. The writer asks at least every bounty_indexer_max_wait_seconds.").labels(*labels)
+        self.max_wait_seconds = gauge(
+            "bounty_indexer_max_wait_seconds",
+            "The longest the indexer waits between two asks of the node (BOUNTY_INDEXER_MAX_WAIT_MS).").labels(*labels)
         self.rpc_calls_per_block = gauge("bounty_indexer_rpc_calls_per_block",
                                          "JSON-RPC calls per new block while following the head, over the last "
                                          "minutes.").labels(*labels)

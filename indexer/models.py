@@ -67,6 +67,8 @@ class SyncState(models.Model):
     )
     rate_limited_at = models.DateTimeField(null=True, blank=True, help_text="when the node last limited the rate")
     last_heartbeat = models.DateTimeField(null=True, blank=True)
+    node_asked_at = models.DateTimeField(null=True, blank=True,
+                                         help_text="when the indexer last sent the node a request")
     # The backfill under way (None when caught up), for /health's progress.
     backfill_from_block = models.PositiveBigIntegerField(null=True, blank=True)
     backfill_to_block = models.PositiveBigIntegerField(null=True, blank=True)

@@ -20,16 +20,12 @@ backend behind the others: the phase waits and asks again, and never takes it fo
 reorganisation. Each block read here is read once more by range when it has become deep enough
 (indexer.reread), which catches what no bloom can.
 
-`BlockClock` learns the chain's block time from the headers' timestamps and when a new block can
-be seen after its timestamp, so that the indexer asks for the head about once a block.
+When to poll for the head is indexer.clock's to say.
 """
 
 from __future__ import annotations
 
-import collections
 import logging
-import statistics
-import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -80,78 +76,6 @@ class BloomFilter:
             return True  # no bloom: read the block
         bloom = int(logs_bloom, 16)
         return _in_bloom(bloom, self._address) and any(_in_bloom(bloom, topic) for topic in self._topics)
-
-
-# ------------------------------------------------------------------------------ the block clock
-
-class BlockClock:
-    """When the next block is due, learnt from the chain.
-
-    The block time is the median of the recent headers' timestamp steps. A block can be seen some
-    time after its timestamp (`delay`, which also holds how far this machine's clock is off the
-    chain's): set by a poll that found a block a step after one that came too early, then drawn
-    earlier by a twentieth of a step each block found at the first poll, so that a poll too early
-    (asked again a `step` later) is rare. After three polls that find nothing (a slot without a
-    block, a chain that halted) the polls space out, doubling up to a quarter of the block time.
-    Without a block time (too few blocks yet, or blocks that share a timestamp) it polls every
-    `poll_interval`."""
-
-    DRAW_IN = 1 / 20  # of a step, by which each block found at the first poll moves the next poll earlier
-
-    def __init__(self, poll_interval: float) -> None:
-        self.poll_interval = poll_interval
-        self.block_time: float | None = None
-        self.delay = 0.0  # seconds after its timestamp a block is seen
-        self._steps: collections.deque[float] = collections.deque(maxlen=32)
-        self._last: tuple[int, int] | None = None  # the newest block seen: number, timestamp
-        self._missed = 0  # polls since the last block that found nothing new
-        self._missed_at = 0.0  # when the last of them was sent (wall-clock seconds)
-
-    @property
-    def step(self) -> float:
-        """Between polls while a due block has not come."""
-        if self.block_time is None:
-            return self.poll_interval
-        return min(self.poll_interval, max(0.02, self.block_time / 8))
-
-    def seen(self, number: int, timestamp: int, sent: float) -> None:
-        """A poll sent at `sent` (wall-clock seconds) found block `number` new."""
-        last = self._last
-        if last is not None and number > last[0]:
-            self._steps.append((timestamp - last[1]) / (number - last[0]))
-            median = statistics.median(self._steps) if len(self._steps) >= 3 else None
-            self.block_time = median if median else None
-            if self.block_time is not None:
-                if self._missed:  # found after a poll too early: it came between that poll and this one
-                    # (a local clock ahead of the chain's adds to it: no cap)
-                    earliest, latest = self._missed_at - timestamp, sent - timestamp
-                    if latest - earliest <= 2 * self.step:  # asked a step apart: it was seen about then
-                        self.delay = latest
-                    else:  # asked long apart (a slot without a block before it): as known, within the bounds
-                        self.delay = min(latest, max(earliest, self.delay))
-                else:  # found at the first poll: earlier next time, by more if blocks came between; and
-                    # never later than it was seen (a timestamp that jumped ahead shows it came early)
-                    self.delay = min(self.delay - self.DRAW_IN * self.step - (number - last[0] - 1) * self.block_time,
-                                     sent - timestamp)
-        self._last = number, timestamp
-        self._missed = 0
-
-    def missed(self, sent: float | None = None) -> None:
-        """A poll sent at `sent` (wall-clock seconds; default now) found no new block."""
-        self._missed += 1
-        self._missed_at = time.time() if sent is None else sent
-
-    def wait(self, now: float | None = None) -> float:
-        """Seconds until the next poll."""
-        if self.block_time is None or self._last is None:
-            return self.poll_interval
-        now = time.time() if now is None else now
-        due = self._last[1] + self.block_time + self.delay
-        if self._missed > 3:  # a slot without a block, or a chain that halted: ask less and less often
-            return max(self.step, min(self.step * 2.0 ** (self._missed - 3), self.block_time / 4))
-        if self._missed or due <= now:
-            return self.step
-        return min(due - now, self.block_time + self.step)
 
 
 # ---------------------------------------------------------------------------- headers and logs

@@ -27,6 +27,7 @@ import logging
 import random
 import re
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -77,6 +78,7 @@ class RpcCounts:
 
     calls: Counter[str] = field(default_factory=Counter)
     errors: Counter[str] = field(default_factory=Counter)
+    last_sent: float | None = None  # when the newest of these calls was sent (wall-clock seconds)
 
 
 class RpcTally:
@@ -88,10 +90,12 @@ class RpcTally:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._counts = RpcCounts()
+        self.last_sent: float | None = None  # when the client last sent a request, whatever `take` took
 
     def calls(self, methods: Sequence[str]) -> None:
         with self._lock:
             self._counts.calls.update(methods)
+            self._counts.last_sent = self.last_sent = time.time()
 
     def error(self, kind: str) -> None:
         with self._lock:

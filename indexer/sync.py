@@ -5,7 +5,8 @@ which is read a second time by range once deep enough (indexer.reread), and one 
 phases use (indexer.commit). Reorganisations are undone by indexer.reorg; the index builder
 (indexer.index_build) defers and builds the secondary indexes around a bulk backfill.
 
-Each step starts with one poll of the head, made when the next block is due (BlockClock). Only
+Each step starts with one poll of the head, made when indexer.clock says: when the next block is
+due inside a rhythm the arrivals confirm, every BOUNTY_INDEXER_POLL_MS otherwise. Only
 blocks at least `confirmations` deep are indexed. A head lower than the indexed tip, a `null`
 header or a block the node does not know is a backend behind the others: the step ends and the
 next poll asks again.
@@ -29,6 +30,7 @@ from django.conf import settings
 from django.db import DatabaseError, InterfaceError, OperationalError, connection, connections
 from django.utils import timezone
 
+from indexer.clock import BlockClock
 from indexer.commit import Committer
 from indexer.config import IndexerConfig
 from indexer.errors import ChainChanged, InconsistentChain, IndexerError, NodeBehind
@@ -40,7 +42,7 @@ from indexer.metrics import IndexerMetrics
 from indexer.models import IndexedBlock, IndexerProcess, IndexerRole, SyncState
 from indexer.pacing import Pacer
 from indexer.pipeline import database_connections_of_our_own
-from indexer.realtime import BlockClock, Realtime
+from indexer.realtime import Realtime
 from indexer.reorg import Reorganisations
 from indexer.reread import Rereads
 from indexer.rpc import UNREACHABLE_AFTER, RetriesExhausted, RpcClient, Stopped
@@ -84,11 +86,12 @@ class Indexer:
         self.rereads = Rereads(self.reader.fetcher, self.reorganisations, self.metrics, config.start_block)
         self.index_builder = IndexBuilder(self.rpc, contract_address=config.contract_address,
                                           start_block=config.start_block, stop=self.stop)
-        self.clock = BlockClock(config.poll_interval)
+        self.clock = BlockClock(config.poll_interval, config.max_wait)
+        self.metrics.seconds_since_node_asked.set_function(self._seconds_since_node_asked)
+        self.metrics.max_wait_seconds.set(config.max_wait)
         self.deployment: Deployment | None = None
         self._pid = os.getpid()
         self._latest: dict[str, Any] | None = None  # the head's header as last polled
-        self._newest_seen = -1  # the highest head polled
         self._new_head_at = time.monotonic()  # when the head last moved
         self._tip_unchecked = True  # the indexed tip must be compared with the chain before reading on
         self._inconsistent_at: int | None = None  # the indexed tip when an event lacked its record
@@ -191,7 +194,7 @@ class Indexer:
                 deployment = self.deployment or self.ensure_deployment()
                 if (builder is None or not builder.is_alive()) and self.index_builder.due(deployment):
                     builder = self.index_builder.start(deployment)
-                self.stop.wait(self.clock.wait())  # until the next block is due (indexer.realtime.BlockClock)
+                self.stop.wait(self.clock.wait())  # until the next poll (indexer.clock.BlockClock)
         finally:
             if builder is not None:
                 builder.join()
@@ -220,12 +223,15 @@ class Indexer:
             logger.warning("%s; asking again for as long as it takes", exc)
         seconds = (now - self._unreachable_since).total_seconds()
         self.metrics.node_unreachable_seconds.set(seconds)
+        self.committer.count_rpc(self.rpc.tally.take())
         if self.deployment is not None:
             with contextlib.suppress(DatabaseError):
                 SyncState.objects.filter(deployment=self.deployment).update(
-                    node_unreachable_since=self._unreachable_since, last_heartbeat=now)
+                    node_unreachable_since=self._unreachable_since, node_asked_at=self.committer.node_asked_at,
+                    last_heartbeat=now)
         self._unreachable_tries += 1
-        if self.stop.wait(min(UNREACHABLE_WAIT_CAP, 0.5 * 2 ** min(self._unreachable_tries, 8))):
+        cap = min(UNREACHABLE_WAIT_CAP, self.config.max_wait)  # no wait past the ceiling (BOUNTY_INDEXER_MAX_WAIT_MS)
+        if self.stop.wait(min(cap, 0.5 * 2 ** min(self._unreachable_tries, 8))):
             raise Stopped("stopped while the node did not answer")
 
     def _node_answers(self) -> None:
@@ -319,7 +325,7 @@ class Indexer:
             return False  # what the poll showed is indexed: the next poll when the next block is due
         except NodeBehind as behind:
             logger.info("%s; asking again", behind)
-            self.clock.missed()
+            self.clock.asked_again()
             return False
         except ChainChanged as changed:
             logger.warning("%s; checking the indexed blocks", changed)
@@ -355,16 +361,18 @@ class Indexer:
         sent = time.time()
         head, safe = self._head()
         latest = self._latest
-        if head > self._newest_seen and latest is not None:
-            self.clock.seen(head, int(latest["timestamp"], 16), sent)
-            self._newest_seen, self._new_head_at = head, time.monotonic()
-        else:
-            if head == self._newest_seen:  # too early; a lower head is a backend behind, no lesson for the clock
-                self.clock.missed(sent)
-            if time.monotonic() - self._new_head_at >= IDLE_CHECK_SECONDS:
-                self._new_head_at = time.monotonic()
-                self._tip_unchecked = True
+        if latest is not None and self.clock.polled(head, int(latest["timestamp"], 16), sent):
+            self._new_head_at = time.monotonic()
+        elif time.monotonic() - self._new_head_at >= IDLE_CHECK_SECONDS:
+            self._new_head_at = time.monotonic()
+            self._tip_unchecked = True
         return head, safe
+
+    def _seconds_since_node_asked(self) -> float:
+        """For the metrics, at each scrape: since this process, or a reader process of its, last
+        sent the node a request (0 before the first)."""
+        sent = [t for t in (self.committer.node_asked, self.rpc.tally.last_sent) if t is not None]
+        return max(0.0, time.time() - max(sent)) if sent else 0.0
 
     def _reorganised_at_tip(self, tip: str | None, head: int, last: int) -> bool:
         """Whether the polled head is the indexed tip's height with another hash than `tip`: a
@@ -407,6 +415,7 @@ class Indexer:
         self.committer.calls.blocks(state.last_indexed_block, self.metrics)
         SyncState.objects.filter(pk=state.pk).update(head_block=head, safe_block=max(0, safe),
                                                      rate_limited_at=self.committer.rate_limited_at,
+                                                     node_asked_at=self.committer.node_asked_at,
                                                      rpc_calls_per_block=self.committer.calls.per_block,
                                                      rpc_calls_per_day=self.committer.calls.per_day,
                                                      last_heartbeat=timezone.now())

@@ -110,6 +110,8 @@ class NodeStats:
     max_calls_per_second: int = 0  # the most calls that arrived in any window of one second
     behind: int = 0  # calls answered by the backend behind the head
     blanked: int = 0  # answers that omitted a block's logs (blank_bloom_once)
+    longest_gap: float = 0.0  # the longest time between two requests (seconds)
+    last_arrival: float | None = None  # when the newest request came (time.monotonic())
 
     @property
     def total_calls(self) -> int:
@@ -201,6 +203,10 @@ class NodeProxy:
             body = await request.json()
             calls = body if isinstance(body, list) else [body]
             self.stats.requests += 1
+            arrived = time.monotonic()
+            if self.stats.last_arrival is not None:
+                self.stats.longest_gap = max(self.stats.longest_gap, arrived - self.stats.last_arrival)
+            self.stats.last_arrival = arrived
             self.stats.calls.update(str(call.get("method")) for call in calls)
             refusal = self._over_budget(len(calls))
             await asyncio.sleep(self.limits.latency)

@@ -164,6 +164,13 @@ class HealthIndexerSerializer(serializers.Serializer[Any]):
                                    "status is degraded); null while it answers")
     node_unreachable_seconds = serializers.IntegerField(
         allow_null=True, help_text="how long the node has not answered the running indexer; null while it answers")
+    node_last_asked_at = serializers.DateTimeField(
+        allow_null=True, help_text="when the indexer last sent the node a request; null before the first")
+    node_last_asked_seconds = serializers.IntegerField(
+        allow_null=True, help_text="how long ago the indexer last sent the node a request; null before the first")
+    node_ask_overdue = serializers.BooleanField(
+        help_text="the running indexer has not asked the node for longer than BOUNTY_INDEXER_MAX_WAIT_MS plus "
+                  "BOUNTY_RPC_TIMEOUT_SECONDS allow (it should never happen; status is degraded)")
     last_heartbeat = serializers.DateTimeField(allow_null=True)
     indexes = serializers.ChoiceField(
         choices=["ready", "deferred", "building"],

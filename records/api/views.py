@@ -211,7 +211,8 @@ class Health(APIView):
             return unreachable
         redis = _redis_health()
         degraded = redis["status"] == "unreachable" or (health["enabled"] and not (
-            health["running"] and health["synced"] and health["node_unreachable_since"] is None))
+            health["running"] and health["synced"] and health["node_unreachable_since"] is None
+            and not health["node_ask_overdue"]))
         contract = settings.BOUNTY_CONTRACT_ADDRESS
         usdc = settings.BOUNTY_USDC_ADDRESS
         body = {
@@ -226,6 +227,7 @@ class Health(APIView):
                 **health,
                 "last_heartbeat": rfc3339(health["last_heartbeat"]) if health["last_heartbeat"] else None,
                 "node_unreachable_since": rfc3339(since) if (since := health["node_unreachable_since"]) else None,
+                "node_last_asked_at": rfc3339(asked) if (asked := health["node_last_asked_at"]) else None,
                 "processes": [{**process, "last_seen": rfc3339(process["last_seen"])}
                               for process in health["processes"]],
             },

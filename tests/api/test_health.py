@@ -105,6 +105,23 @@ def test_a_running_synced_indexer_whose_node_does_not_answer_is_degraded_saying_
     assert 42 <= body["indexer"]["node_unreachable_seconds"] <= 44
 
 
+@pytest.mark.parametrize(("asked_ago", "status"), [(5, "ok"), (120, "degraded")])
+def test_a_running_synced_indexer_that_has_not_asked_the_node_past_its_ceiling_is_degraded(
+        api: Client, settings: Any, active: Deployment, asked_ago: int, status: str) -> None:
+    settings.BOUNTY_RPC_URL = "http://127.0.0.1:8545"
+    settings.BOUNTY_CONFIRMATIONS = 0
+    settings.BOUNTY_INDEXER_MAX_WAIT_SECONDS, settings.BOUNTY_RPC_TIMEOUT_SECONDS = 15.0, 20
+    asked = timezone.now().replace(microsecond=0) - timedelta(seconds=asked_ago)
+    indexer_at(active, last=100, head=100, heartbeat=timezone.now())
+    SyncState.objects.filter(deployment=active).update(node_asked_at=asked)
+    body = health(api)
+    assert body["status"] == status
+    assert (body["indexer"]["running"], body["indexer"]["synced"]) == (True, True)
+    assert body["indexer"]["node_last_asked_at"] == h.rfc3339(asked)
+    assert asked_ago <= body["indexer"]["node_last_asked_seconds"] <= asked_ago + 2
+    assert body["indexer"]["node_ask_overdue"] is (status == "degraded")
+
+
 def test_it_answers_before_the_active_deployment_is_indexed(api: Client, other_chain: Deployment) -> None:
     body = health(api)
     assert body["status"] == "ok" and body["indexer"]["last_indexed_block"] is None

@@ -26,6 +26,7 @@ def test_it_is_built_from_settings(configured: Any) -> None:
     configured.BOUNTY_START_BLOCK = 100
     configured.BOUNTY_CONFIRMATIONS = "safe"
     configured.BOUNTY_INDEXER_POLL_SECONDS = 0.5
+    configured.BOUNTY_INDEXER_MAX_WAIT_SECONDS = 30.0
     configured.BOUNTY_LIVE_BLOCKS = 8
     configured.BOUNTY_GETLOGS_MAX_BLOCKS = 2_000
     configured.BOUNTY_RPC_TIMEOUT_SECONDS = 5
@@ -33,9 +34,9 @@ def test_it_is_built_from_settings(configured: Any) -> None:
     configured.BOUNTY_RPC_MAX_REQUESTS_PER_SECOND = 25
     assert IndexerConfig.from_settings() == IndexerConfig(
         rpc_url="http://node.example:8545", chain_id=8453, contract_address=CONTRACT.lower(), usdc_address=USDC,
-        start_block=100, confirmations="safe", poll_interval=0.5, live_blocks=8, initial_span=INITIAL_SPAN,
-        max_span=2_000, kept_blocks=KEPT_BLOCKS, batch_logs=BATCH_LOGS, read_ahead=READ_AHEAD, rpc_timeout=5,
-        max_concurrency=4, requests_per_second=25)
+        start_block=100, confirmations="safe", poll_interval=0.5, max_wait=30.0, live_blocks=8,
+        initial_span=INITIAL_SPAN, max_span=2_000, kept_blocks=KEPT_BLOCKS, batch_logs=BATCH_LOGS,
+        read_ahead=READ_AHEAD, rpc_timeout=5, max_concurrency=4, requests_per_second=25)
 
 
 def test_the_first_span_is_never_more_than_the_nodes_cap(configured: Any) -> None:

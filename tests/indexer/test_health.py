@@ -20,16 +20,36 @@ def test_a_recent_heartbeat_within_the_lag_threshold_is_running_and_synced() -> 
     deployment = make_deployment()
     now = timezone.now()
     SyncState.objects.filter(deployment=deployment).update(
-        last_indexed_block=98, head_block=100, last_heartbeat=now, rpc_calls_per_block=1.04, rpc_calls_per_day=89_856
+        last_indexed_block=98, head_block=100, last_heartbeat=now, rpc_calls_per_block=1.04, rpc_calls_per_day=89_856,
+        node_asked_at=now - timedelta(seconds=1)
     )
     health = indexer_health(deployment, now=now + timedelta(seconds=5))
     assert health == {
         "enabled": True, "running": True, "synced": True, "last_indexed_block": 98, "head_block": 100,
         "lag_blocks": 0, "confirmations": 2, "confirmations_tag": None, "rate_limited": False,
         "rpc_calls_per_block": 1.04, "rpc_calls_per_day": 89_856, "node_unreachable_since": None,
-        "node_unreachable_seconds": None, "last_heartbeat": now,
+        "node_unreachable_seconds": None, "node_last_asked_at": now - timedelta(seconds=1),
+        "node_last_asked_seconds": 6, "node_ask_overdue": False, "last_heartbeat": now,
         "indexes": "ready", "backfill": None, "processes": [],
     }
+
+
+@override_settings(BOUNTY_INDEXER_MAX_WAIT_SECONDS=15.0, BOUNTY_RPC_TIMEOUT_SECONDS=20,
+                   BOUNTY_HEALTH_HEARTBEAT_SECONDS=60)
+@pytest.mark.parametrize(("asked_ago", "heartbeat_age", "overdue"), [
+    pytest.param(35, 5, False, id="within-the-ceiling-and-a-timeout"),
+    pytest.param(36, 5, True, id="past-them"),
+    pytest.param(300, 61, False, id="no-indexer-running"),
+])
+def test_an_indexer_that_has_not_asked_the_node_past_its_ceiling_is_overdue(asked_ago: int, heartbeat_age: int,
+                                                                              overdue: bool) -> None:
+    deployment = make_deployment()
+    now = timezone.now()
+    SyncState.objects.filter(deployment=deployment).update(
+        last_indexed_block=100, head_block=100, last_heartbeat=now - timedelta(seconds=heartbeat_age),
+        node_asked_at=now - timedelta(seconds=asked_ago))
+    health = indexer_health(deployment, now=now)
+    assert (health["node_last_asked_seconds"], health["node_ask_overdue"]) == (asked_ago, overdue)
 
 
 @override_settings(BOUNTY_HEALTH_HEARTBEAT_SECONDS=60)

@@ -443,6 +443,15 @@ export interface components {
             node_unreachable_since: string | null;
             /** @description how long the node has not answered the running indexer; null while it answers */
             node_unreachable_seconds: number | null;
+            /**
+             * Format: date-time
+             * @description when the indexer last sent the node a request; null before the first
+             */
+            node_last_asked_at: string | null;
+            /** @description how long ago the indexer last sent the node a request; null before the first */
+            node_last_asked_seconds: number | null;
+            /** @description the running indexer has not asked the node for longer than BOUNTY_INDEXER_MAX_WAIT_MS plus BOUNTY_RPC_TIMEOUT_SECONDS allow (it should never happen; status is degraded) */
+            node_ask_overdue: boolean;
             /** Format: date-time */
             last_heartbeat: string | null;
             /**

@@ -1,0 +1,215 @@
+"""The poll schedule (indexer.clock) on simulated chains: when each block can first be seen by this
+machine's clock, and the timestamp the chain gives it. The indexer's polls are replayed (one call
+each, answered at once); what is measured is how late each block was seen, the calls per block
+once the chain's rhythm could be learnt, and the longest wait. Every chain shape that once broke
+the schedule is here: the median of timestamps that jumped, an automine chain's pauses, a halt,
+a clock ahead of the chain's, timestamps that disagree with the arrivals."""
+
+from __future__ import annotations
+
+import random
+import statistics
+from dataclasses import dataclass
+
+import pytest
+
+from indexer.clock import BlockClock
+
+POLL = 0.25  # BOUNTY_INDEXER_POLL_MS's default
+DEV_POLL = 0.5  # as scripts/dev sets it
+CEILING = 15.0  # BOUNTY_INDEXER_MAX_WAIT_MS's default
+DAY = 86_400
+
+Block = tuple[float, int]  # when it can first be seen (this machine's clock), its timestamp
+
+
+@dataclass
+class Replay:
+    blocks: list[Block]
+    polls: list[float]
+    late: list[float]  # per block: how long after it could be seen a poll found it
+    longest_wait: float
+
+    def calls_per_block(self, first: int, last: int | None = None) -> float:
+        """Polls from when block `first` could be seen until `last` (default the newest), per block."""
+        last = len(self.blocks) - 1 if last is None else last
+        start, end = self.blocks[first][0], self.blocks[last][0]
+        return sum(start <= poll < end for poll in self.polls) / (last - first)
+
+    def late_quantile(self, q: float, first: int = 0) -> float:
+        late = sorted(self.late[first:])
+        return late[min(len(late) - 1, int(q * len(late)))]
+
+
+def replay(blocks: list[Block], poll_interval: float = POLL, ceiling: float = CEILING) -> Replay:
+    clock = BlockClock(poll_interval, ceiling)
+    now, newest, polls, late, longest = blocks[0][0], -1, [], [0.0] * len(blocks), 0.0
+    while newest < len(blocks) - 1:
+        polls.append(now)
+        head = newest
+        while head + 1 < len(blocks) and blocks[head + 1][0] <= now:
+            head += 1
+        if head >= 0:
+            clock.polled(head, blocks[head][1], now)
+        for number in range(newest + 1, head + 1):
+            late[number] = now - blocks[number][0]
+        newest = head
+        wait = clock.wait(now)
+        longest = max(longest, wait)
+        now += wait
+    return Replay(blocks, polls, late, longest)
+
+
+def steady(count: int, block_time: float = 1.0, delay: float = 0.3, jitter: float = 0.05, *, missing: float = 0.0,
+           jumps: float = 0.0, seed: int = 7, start: float = 1_000_000.0, offset: int = 0) -> list[Block]:
+    """Blocks every `block_time` seconds (a share `missing` of the slots empty), each seen `delay`
+    (plus up to `jitter`) after its timestamp; a share `jumps` of the timestamps a second ahead of
+    the one before (and all after: anvil's drift); `offset` added to every timestamp (a chain's
+    clock ahead of this machine's, or behind it if negative)."""
+    rng = random.Random(seed)
+    blocks: list[Block] = []
+    slot, ahead = 0, 0
+    while len(blocks) < count:
+        if rng.random() >= missing:
+            made = start + slot * block_time
+            ahead += rng.random() < jumps
+            blocks.append((made + delay + rng.uniform(0, jitter), int(made) + ahead + offset))
+        slot += 1
+    return blocks
+
+
+def automine(pauses: list[float], *, start: float = 1_000_000.0, moved: dict[int, int] | None = None,
+             per_transaction: int = 1) -> list[Block]:
+    """An automine chain: `per_transaction` blocks each time a transaction comes, after each pause,
+    stamped with this machine's time plus what the chain's clock was moved by before block n
+    (`moved`: evm_increaseTime then evm_mine, a block of its own a second after the one before)."""
+    blocks: list[Block] = []
+    now, offset = start, 0
+    for n, pause in enumerate(pauses):
+        for _ in range((moved or {}).get(n, 0)):
+            now += 1.0
+            offset += DAY
+            blocks.append((now + 0.02, int(now) + offset))
+        now += pause
+        blocks.extend((now + 0.02, int(now) + offset) for _ in range(per_transaction))
+    return blocks
+
+
+def _random_pauses(count: int, seed: int = 3) -> list[float]:
+    rng = random.Random(seed)
+    return [rng.uniform(1, 60) for _ in range(count)]
+
+
+def _halted(seconds: float) -> list[Block]:
+    before = steady(120)
+    resumed = steady(60, start=before[-1][1] + seconds, delay=0.3)
+    return before + resumed
+
+
+def _jumped(hours: int) -> list[Block]:
+    before = steady(60)
+    after = steady(120, start=before[-1][1] + 1.0, delay=0.3)
+    return before + [(seen, timestamp + hours * 3600) for seen, timestamp in after]
+
+
+# -------------------------------------------------------------------- steady chains: about one call a block
+
+@pytest.mark.parametrize(("delay", "jitter"), [
+    pytest.param(0.05, 0.0, id="seen-at-once"),
+    pytest.param(0.3, 0.1, id="a-node-300ms-behind"),
+    pytest.param(0.8, 0.15, id="late-in-the-second"),
+    pytest.param(2.5, 0.1, id="a-local-clock-2.5s-ahead"),
+])
+def test_a_steady_one_second_chain_costs_about_a_call_a_block_and_is_seen_soon(delay: float, jitter: float) -> None:
+    run = replay(steady(600, delay=delay, jitter=jitter))
+    assert run.calls_per_block(60) <= 1.2
+    assert run.late_quantile(0.5, 60) <= 0.15
+    assert run.late_quantile(0.9, 60) <= 0.25
+
+
+def test_ethereums_twelve_second_rhythm_costs_at_most_one_and_a_half_calls_a_block() -> None:
+    run = replay(steady(120, block_time=12, delay=0.3, jitter=0.2))
+    assert run.calls_per_block(20) <= 1.5
+    assert run.late_quantile(0.9, 20) <= 0.5
+    assert run.longest_wait <= CEILING
+
+
+def test_slots_without_a_block_cost_few_polls() -> None:
+    run = replay(steady(200, block_time=12, missing=0.1))
+    assert run.calls_per_block(30) <= 2.0
+    assert run.late_quantile(0.5, 30) <= 0.3
+
+
+def test_timestamps_that_drift_ahead_do_not_make_it_late() -> None:
+    run = replay(steady(300, jumps=0.1))
+    assert run.calls_per_block(60) <= 1.3
+    assert run.late_quantile(0.9, 60) <= 0.25
+
+
+@pytest.mark.parametrize("offset", [pytest.param(-6 * 3600, id="a-local-clock-hours-ahead-of-the-chains"),
+                                    pytest.param(6 * DAY, id="a-chain-clock-days-ahead-of-the-local")])
+def test_a_clock_far_off_the_chains_keeps_the_steady_targets(offset: int) -> None:
+    run = replay(steady(300, offset=offset))
+    assert run.calls_per_block(60) <= 1.2
+    assert run.late_quantile(0.9, 60) <= 0.25
+
+
+# -------------------------------------------------------------------- chains whose timestamps mislead
+
+@pytest.mark.parametrize("blocks", [
+    pytest.param(automine([2.0], moved={0: 6}) + automine(_random_pauses(10), start=1_000_010.0,
+                                                          moved={0: 0}), id="a-day-forward-six-times-then-bounties"),
+    pytest.param(automine([1, 1, 1, 1, 1, 1, *_random_pauses(20)], moved={3: 6}), id="moved-during-a-steady-run"),
+    pytest.param(automine(_random_pauses(40)), id="forty-bounties-at-random-pauses"),
+    pytest.param(automine([0.1, 20.3, 25.2, 30.4, 5.1, 40.3, 3.2, 30.1, 30.3, 2.2]), id="human-pauses"),
+    pytest.param(automine(_random_pauses(20), per_transaction=3), id="blocks-sharing-a-timestamp"),
+    pytest.param(automine([DAY / 2] * 3 + [5, 5]), id="a-median-of-half-days"),
+])
+def test_an_automine_chain_is_polled_every_poll_interval_and_each_block_found_within_it(
+        blocks: list[Block]) -> None:
+    run = replay(blocks, poll_interval=DEV_POLL)
+    assert max(run.late) <= DEV_POLL
+    assert run.longest_wait <= DEV_POLL
+
+
+def test_timestamps_that_step_two_seconds_a_block_every_second_are_not_trusted() -> None:
+    blocks = [(seen, 2 * timestamp) for seen, timestamp in steady(200)]
+    run = replay(blocks)
+    assert max(run.late) <= POLL
+
+
+def test_a_chain_halted_five_minutes_is_seen_within_a_poll_interval_once_it_resumes() -> None:
+    blocks = _halted(300)
+    run = replay(blocks)
+    assert run.late[120] <= POLL  # the first block after the halt
+    assert run.longest_wait <= CEILING
+    assert run.calls_per_block(150) <= 1.2  # trusted again within 30 blocks
+
+
+def test_timestamps_that_jump_hours_ahead_once_keep_the_steady_targets_thirty_blocks_later() -> None:
+    run = replay(_jumped(3))
+    assert max(run.late) <= POLL
+    assert run.calls_per_block(90) <= 1.2
+    assert run.late_quantile(0.9, 90) <= 0.25
+
+
+@pytest.mark.parametrize("blocks", [
+    pytest.param(steady(100, block_time=12) + steady(10, start=1_000_000 + 100 * 12 + 3600.0, block_time=12),
+                 id="twelve-second-blocks-halted-an-hour"),
+    pytest.param(automine([DAY] * 8), id="a-block-a-day"),
+    pytest.param(steady(50, block_time=60), id="a-block-a-minute"),
+])
+def test_no_wait_is_longer_than_the_ceiling(blocks: list[Block]) -> None:
+    run = replay(blocks, ceiling=5.0)
+    assert run.longest_wait <= 5.0
+    assert max(run.late) <= 5.0
+
+
+def test_the_rhythm_is_trusted_only_once_the_arrivals_bear_it_out() -> None:
+    clock = BlockClock(poll_interval=POLL, ceiling=CEILING)
+    assert clock.wait(0.0) == POLL
+    for number in range(5):  # blocks that share a timestamp (a chain faster than a second)
+        clock.polled(number, 100, 100.0 + number * 0.3)
+    assert clock.block_time is None and not clock.trusted and clock.wait(101.0) == POLL
+    run = replay(steady(12))
+    assert statistics.median(run.polls[i + 1] - run.polls[i] for i in range(len(run.polls) - 1)) <= POLL
