@@ -163,7 +163,7 @@ class BlockClock:
         if now - last.at > (1 + SLOTS_LATE) * block_time:  # overdue: a chain that halted, or a rhythm ended
             return self.poll_interval
         if self._missed > 3:  # a slot without a block: ask less and less often
-            return max(self.step, min(self.step * 2.0 ** (self._missed - 3), block_time / 4))
+            return max(self.step, min(self.step * 2.0 ** min(self._missed - 3, 16), block_time / 4))
         due = last.timestamp + block_time + self.delay
         if self._missed or due <= now:
             return self.step

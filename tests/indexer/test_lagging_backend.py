@@ -221,3 +221,29 @@ def test_a_node_that_goes_away_for_a_while_is_waited_for_and_caught_up_with(chai
     assert "asking again for as long as it takes" in output and "answers again after" in output
     assert "Traceback" not in output
     assert_mirror_equals_chain(chain.board, Deployment.objects.get())
+
+
+def test_a_node_that_went_away_is_asked_again_within_the_ceiling_of_its_return(chain: Chain) -> None:
+    """The wait between two asks of a node that does not answer grows, but never past
+    BOUNTY_INDEXER_MAX_WAIT_MS (here 1 s): after a 24 s outage (the backoff alone would next ask
+    some 15 s after the node's return), the record waiting is indexed within seconds of it."""
+    with NodeProxy(chain.deployment.rpc_url, NodeLimits()) as node:
+        process = start(process_env(chain, BOUNTY_RPC_URL=node.url, BOUNTY_INDEXER_MAX_WAIT_MS="1000"))
+        try:
+            _bounty(chain, "ipfs://before-the-long-outage")
+            wait_until(lambda: Bounty.objects.filter(prompt="ipfs://before-the-long-outage").exists())
+            node.go_down()
+            went = time.monotonic()
+            _bounty(chain, "ipfs://during-the-long-outage")
+            time.sleep(max(0.0, 24 - (time.monotonic() - went)))
+            assert not Bounty.objects.filter(prompt="ipfs://during-the-long-outage").exists()
+            node.come_back()
+            back = time.monotonic()
+            wait_until(lambda: Bounty.objects.filter(prompt="ipfs://during-the-long-outage").exists(), timeout=30)
+            caught_up = time.monotonic() - back
+        finally:
+            process.send_signal(signal.SIGTERM)
+            output, _ = process.communicate(timeout=30)
+    assert process.returncode == 0, output
+    assert caught_up <= 4, f"indexed {caught_up:.1f} s after the node came back"
+

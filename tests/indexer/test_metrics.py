@@ -52,6 +52,8 @@ def test_the_metrics_agree_with_the_chain_and_count_a_reorg(chain: Chain) -> Non
         assert value(samples, "bounty_indexer_head_block", **deployment) == tip
         assert value(samples, "bounty_indexer_lag_blocks", **deployment) == 0
         assert value(samples, "bounty_indexer_is_writer", **deployment) == 1
+        assert 0 < value(samples, "bounty_indexer_seconds_since_node_asked", **deployment) <= 2  # read at the scrape
+        assert value(samples, "bounty_indexer_max_wait_seconds", **deployment) == 15
         expected = chain_events(chain)
         assert sum(expected.values()) > 0 and all(expected[name] > 0 for name in EVENT_TYPES)
         applied = {name: value(samples, "bounty_indexer_events_applied_total", type=name, **deployment)
