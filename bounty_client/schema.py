@@ -161,6 +161,8 @@ class HealthIndexer(TypedDict):
     enabled: bool
     running: bool
     synced: bool
+    start_block: int | None
+    start_block_found: bool
     last_indexed_block: int | None
     head_block: int | None
     lag_blocks: int | None

@@ -161,7 +161,8 @@ BOUNTY_CHAIN_ID = env_int("BOUNTY_CHAIN_ID", 91342, minimum=1)
 BOUNTY_CONTRACT_ADDRESS = env_address("BOUNTY_CONTRACT_ADDRESS")
 BOUNTY_USDC_ADDRESS = env_address("BOUNTY_USDC_ADDRESS")
 BOUNTY_RPC_URL = env_url("BOUNTY_RPC_URL", None, schemes=("http", "https"))
-BOUNTY_START_BLOCK = env_int("BOUNTY_START_BLOCK", 0, minimum=0)
+# Unset: the indexer finds the block the contract was deployed in (indexer.startup.find_start_block).
+BOUNTY_START_BLOCK = env_int("BOUNTY_START_BLOCK", None, minimum=0)
 # How deep a block must be to be indexed: a number of blocks (default 0: reorganisations are
 # undone), or a block tag the node resolves (OP Stack: `safe`, derived from L1 data; `finalized`).
 BOUNTY_CONFIRMATIONS = env_depth("BOUNTY_CONFIRMATIONS", 0, tags=("safe", "finalized"), maximum=10_000)

@@ -70,7 +70,7 @@ class Committer:
     and when the node last limited the rate."""
 
     def __init__(self, config: IndexerConfig, metrics: IndexerMetrics) -> None:
-        self.start_block = config.start_block
+        self.start_block = config.start_block or 0  # as the indexer found it (Indexer._assemble)
         self.kept_blocks = config.kept_blocks
         self.metrics = metrics
         self.calls = CallMeter()

@@ -25,7 +25,7 @@ class IndexerConfig:
     chain_id: int
     contract_address: str
     usdc_address: str
-    start_block: int
+    start_block: int | None  # None: found on the chain at start-up (indexer.startup.find_start_block)
     confirmations: int | str  # blocks, or a block tag the node resolves (safe, finalized)
     poll_interval: float  # seconds between polls of the head while the chain's rhythm is not trusted
     max_wait: float  # seconds between two asks of the node at most (indexer.clock)

@@ -31,6 +31,8 @@ class IndexerHealth(TypedDict):
     enabled: bool
     running: bool
     synced: bool
+    start_block: int | None  # BOUNTY_START_BLOCK, or the contract's deployment block as found
+    start_block_found: bool  # found on the chain (BOUNTY_START_BLOCK unset)
     last_indexed_block: int | None
     head_block: int | None
     lag_blocks: int | None
@@ -66,7 +68,9 @@ def indexer_health(deployment: Deployment | None, *, now: datetime | None = None
     `node_last_asked_seconds`: when the indexer last sent the node a request; `node_ask_overdue`:
     longer ago than ask_allowance() (the indexer never waits longer than its ceiling between two
     asks). `backfill`: the progress of the backfill under way, if any.
-    `processes`: the `run_indexer` processes seen within the heartbeat, writer and standby."""
+    `processes`: the `run_indexer` processes seen within the heartbeat, writer and standby.
+    `start_block`: BOUNTY_START_BLOCK, or unset, the contract's deployment block the indexer found
+    (`start_block_found`; None until found)."""
     depth: int | str = settings.BOUNTY_CONFIRMATIONS
     state = SyncState.objects.filter(deployment=deployment).first() if deployment is not None else None
     heartbeat = state.last_heartbeat if state else None
@@ -78,6 +82,8 @@ def indexer_health(deployment: Deployment | None, *, now: datetime | None = None
     else:
         safe, confirmations = (None if head is None else head - depth), depth
     lag = None if safe is None else max(0, safe - (last if last is not None else -1))
+    configured: int | None = settings.BOUNTY_START_BLOCK
+    start = configured if configured is not None else (state.found_start_block if state else None)
     now = now or timezone.now()
     window = timedelta(seconds=settings.BOUNTY_HEALTH_HEARTBEAT_SECONDS)
     running = heartbeat is not None and now - heartbeat <= window
@@ -88,6 +94,8 @@ def indexer_health(deployment: Deployment | None, *, now: datetime | None = None
         enabled=bool(settings.BOUNTY_RPC_URL),
         running=running,
         synced=running and lag is not None and lag <= settings.BOUNTY_HEALTH_MAX_LAG_BLOCKS,
+        start_block=start,
+        start_block_found=configured is None and start is not None,
         last_indexed_block=last,
         head_block=head,
         lag_blocks=lag,

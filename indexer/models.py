@@ -60,6 +60,9 @@ class SyncState(models.Model):
     last_indexed_block = models.PositiveBigIntegerField(
         null=True, blank=True, help_text="highest block whose logs are all applied"
     )
+    found_start_block = models.PositiveBigIntegerField(
+        null=True, blank=True, help_text="the contract's deployment block found on the chain (no BOUNTY_START_BLOCK)"
+    )
     last_seq = models.PositiveBigIntegerField(default=0, help_text="seq of the newest change log entry")
     head_block = models.PositiveBigIntegerField(null=True, blank=True, help_text="chain head at the last poll")
     safe_block = models.PositiveBigIntegerField(

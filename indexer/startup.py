@@ -75,3 +75,34 @@ def view_words(rpc: RpcClient, views: list[tuple[str, str]]) -> list[str | None]
                 answers.append(None)
     return [answer[2:] if isinstance(answer, str) and re.fullmatch(r"0x[0-9a-fA-F]{64}", answer) else None
             for answer in answers]
+
+
+def find_start_block(rpc: RpcClient, contract: str) -> int:
+    """The block the contract was deployed in: the first with code at its address, by bisection
+    on eth_getCode over the node's history (about log2(head) calls), checked by construction: no
+    code the block before, code at it. IndexerError naming BOUNTY_START_BLOCK when the node does
+    not keep the state of old blocks (a full node that is not an archive)."""
+    head = int(rpc.call("eth_blockNumber", [], failures=UNREACHABLE_AFTER), 16)
+
+    def has_code(number: int) -> bool:
+        try:
+            code = rpc.call("eth_getCode", [contract, hex(number)], failures=UNREACHABLE_AFTER)
+        except RpcError as exc:
+            raise IndexerError(
+                f"the node at {rpc.node} cannot tell when the contract at BOUNTY_CONTRACT_ADDRESS {contract} was "
+                f"deployed: eth_getCode at block {number} answered {exc} (it keeps no state that old); set "
+                "BOUNTY_START_BLOCK to the block of the contract's creation (its explorer page shows it)") from exc
+        return code not in (None, "0x", "0x0")
+
+    if not has_code(head):
+        raise IndexerError(f"no contract at BOUNTY_CONTRACT_ADDRESS {contract} at block {head}")
+    if has_code(0):
+        return 0
+    without, with_code = 0, head  # no code at `without`, code at `with_code`
+    while with_code - without > 1:
+        middle = (without + with_code) // 2
+        if has_code(middle):
+            with_code = middle
+        else:
+            without = middle
+    return with_code

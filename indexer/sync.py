@@ -15,6 +15,7 @@ next poll asks again.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 import logging
 import os
@@ -46,7 +47,7 @@ from indexer.realtime import Realtime
 from indexer.reorg import Reorganisations
 from indexer.reread import Rereads
 from indexer.rpc import UNREACHABLE_AFTER, RetriesExhausted, RpcClient, Stopped
-from indexer.startup import check_node
+from indexer.startup import check_node, find_start_block
 from indexer.transitions import chain_time
 from records.models import Deployment
 
@@ -74,18 +75,8 @@ class Indexer:
                                                 requests_per_second=config.requests_per_second))
         self.metrics = IndexerMetrics(config.chain_id, config.contract_address)
         self.name = f"{socket.gethostname()}:{os.getpid()}"  # as /health lists the deployment's indexers
-        self.reorganisations = Reorganisations(self.rpc, start_block=config.start_block,
-                                               kept_blocks=config.kept_blocks, metrics=self.metrics)
-        self.reader = BatchReader(self.rpc, address=config.contract_address, start_block=config.start_block,
-                                  span=config.initial_span, max_span=config.max_span, batch_logs=config.batch_logs)
         self.committer = Committer(config, self.metrics)
-        self.historical = Historical(config, self.reader, self.committer, self.stop,
-                                     announce=lambda: self.announce(IndexerRole.WRITER),
-                                     own_connections=self._own_connections)
-        self.realtime = Realtime(self.rpc, self.reader, self.committer, config.contract_address)
-        self.rereads = Rereads(self.reader.fetcher, self.reorganisations, self.metrics, config.start_block)
-        self.index_builder = IndexBuilder(self.rpc, contract_address=config.contract_address,
-                                          start_block=config.start_block, stop=self.stop)
+        self._assemble()
         self.clock = BlockClock(config.poll_interval, config.max_wait)
         self.metrics.seconds_since_node_asked.set_function(self._seconds_since_node_asked)
         self.metrics.max_wait_seconds.set(config.max_wait)
@@ -100,11 +91,52 @@ class Indexer:
         self._role: IndexerRole | None = None  # as last announced
         self._next_announce = 0.0
 
+    @property
+    def start_block(self) -> int:
+        if self.config.start_block is None:
+            raise IndexerError("the start block is not known yet: Indexer.run finds it (BOUNTY_START_BLOCK unset)")
+        return self.config.start_block
+
+    def _assemble(self) -> None:
+        """The parts that read from the start block. Until run() has found it (BOUNTY_START_BLOCK
+        unset), they are built from block 0, which nothing reads: catch_up refuses to run."""
+        config = self.config
+        start = config.start_block if config.start_block is not None else 0
+        self.committer.start_block = start
+        self.reorganisations = Reorganisations(self.rpc, start_block=start, kept_blocks=config.kept_blocks,
+                                               metrics=self.metrics)
+        self.reader = BatchReader(self.rpc, address=config.contract_address, start_block=start,
+                                  span=config.initial_span, max_span=config.max_span, batch_logs=config.batch_logs)
+        self.historical = Historical(config, self.reader, self.committer, self.stop,
+                                     announce=lambda: self.announce(IndexerRole.WRITER),
+                                     own_connections=self._own_connections)
+        self.realtime = Realtime(self.rpc, self.reader, self.committer, config.contract_address)
+        self.rereads = Rereads(self.reader.fetcher, self.reorganisations, self.metrics, start)
+        self.index_builder = IndexBuilder(self.rpc, contract_address=config.contract_address, start_block=start,
+                                          stop=self.stop)
+
     # ------------------------------------------------------------------ lifecycle
 
     def check_node(self) -> None:
         """The start-up checks (indexer.startup): IndexerError saying what to change."""
         check_node(self.rpc, self.config, self._head)
+
+    def find_start_block(self) -> None:
+        """With BOUNTY_START_BLOCK unset: the contract's deployment block, found on the chain once
+        (indexer.startup.find_start_block), then kept in the sync state and read from there."""
+        if self.config.start_block is not None:
+            return
+        deployment = self.deployment or self.ensure_deployment()
+        found = SyncState.objects.filter(deployment=deployment).values_list("found_start_block", flat=True).get()
+        if found is None:
+            found = find_start_block(self.rpc, self.config.contract_address)
+            SyncState.objects.filter(deployment=deployment).update(found_start_block=found)
+            logger.info("the contract was deployed in block %d: indexing from there (BOUNTY_START_BLOCK unset)", found)
+        else:
+            logger.info("indexing from block %d, the contract's deployment block found before (BOUNTY_START_BLOCK "
+                        "unset)", found)
+        self.config = dataclasses.replace(self.config, start_block=found)
+        self._assemble()
 
     def ensure_deployment(self) -> Deployment:
         deployment, _ = Deployment.objects.get_or_create(
@@ -148,6 +180,7 @@ class Indexer:
                              on_wait=lambda: self.announce(IndexerRole.STANDBY)):
             self.metrics.is_writer.set(1)
             self.announce(IndexerRole.WRITER)
+            self._until_the_node_answers(self.find_start_block)
             depth = self.config.confirmations
             logger.info("indexing chain %d contract %s from block %d up to %s",
                         self.config.chain_id, self.config.contract_address, self.config.start_block,
@@ -292,9 +325,10 @@ class Indexer:
         that phase read once they are deep enough (indexer.reread). False once it has indexed
         what the poll showed, or when the node answered as a backend behind the others: then
         the next poll waits for the next block."""
+        start = self.start_block  # known: run() found it first
         deployment = self.deployment or self.ensure_deployment()
         state = SyncState.objects.get(deployment=deployment)
-        last = state.last_indexed_block if state.last_indexed_block is not None else self.config.start_block - 1
+        last = state.last_indexed_block if state.last_indexed_block is not None else start - 1
         historical = True  # which phase an event of a record the mirror lacks came in
         try:
             if self._tip_unchecked:
@@ -344,8 +378,8 @@ class Indexer:
         An event read by range after blocks all read twice means the mirror really lacks the
         record (BOUNTY_START_BLOCK after the contract's deployment): the indexer stops, saying so."""
         state = SyncState.objects.get(deployment=deployment)
-        last = state.last_indexed_block if state.last_indexed_block is not None else self.config.start_block - 1
-        read_twice = state.reread_block if state.reread_block is not None else self.config.start_block - 1
+        last = state.last_indexed_block if state.last_indexed_block is not None else self.start_block - 1
+        read_twice = state.reread_block if state.reread_block is not None else self.start_block - 1
         if read_twice >= last and historical:
             raise inconsistent
         if self._inconsistent_at != last:
@@ -429,6 +463,6 @@ class Indexer:
         self.committer.count_rpc(self.rpc.tally.take())
 
     def _tip_hash(self, deployment: Deployment, last: int) -> str | None:
-        if last < self.config.start_block:
+        if last < self.start_block:
             return None
         return IndexedBlock.objects.filter(deployment=deployment, number=last).values_list("hash", flat=True).first()

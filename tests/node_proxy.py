@@ -98,6 +98,7 @@ class NodeLimits:
     behind_blocks: int = 3
     seed: int = 0  # of the draw that routes each call to a backend
     blank_bloom_once: frozenset[int] = frozenset()  # blocks whose first header, logs by hash, receipts hold no log
+    state_kept: int | None = None  # blocks below the head whose state it keeps (a full node): eth_getCode older fails
     empty_logs_once: frozenset[int] = frozenset()  # blocks whose first getLogs by hash answers [] (bloom true)
 
 
@@ -111,6 +112,10 @@ class NodeStats:
     behind: int = 0  # calls answered by the backend behind the head
     blanked: int = 0  # answers that omitted a block's logs (blank_bloom_once)
     longest_gap: float = 0.0  # the longest time between two requests (seconds)
+    lowest_block_read: int | None = None  # the lowest block of an eth_getLogs range or a header asked by number
+
+    def read_block(self, number: int) -> None:
+        self.lowest_block_read = number if self.lowest_block_read is None else min(self.lowest_block_read, number)
     last_arrival: float | None = None  # when the newest request came (time.monotonic())
 
     @property
@@ -255,6 +260,7 @@ class NodeProxy:
                 return await self._logs_by_hash(query, behind)
             start = await self._block_number(query.get("fromBlock", "latest"), behind)
             end = await self._block_number(query.get("toBlock", "latest"), behind)
+            self.stats.read_block(start)
             cap = self.limits.max_log_blocks
             if cap is not None and end - start + 1 > cap:
                 self.stats.refused["range"] += 1
@@ -267,6 +273,8 @@ class NodeProxy:
         if method == "eth_blockNumber":
             return {"result": hex(await self._lagging_head() if behind else await self._head())}
         if method == "eth_getBlockByNumber":
+            if str(params[0]).startswith("0x"):
+                self.stats.read_block(self._number(params[0]))
             header = await self._header_as(params[0], params[1] if len(params) > 1 else False, behind)
             return {"result": self._shown(header)}
         if method == "eth_getBlockByHash":
@@ -276,6 +284,11 @@ class NodeProxy:
             return {"result": self._shown(header)}
         if method == "eth_getBlockReceipts":
             return await self._receipts(params[0], behind)
+        if method == "eth_getCode" and len(params) > 1 and str(params[1]).startswith("0x"):
+            number = self._number(params[1])
+            if self.limits.state_kept is not None and number < await self._head() - self.limits.state_kept:
+                return {"error": {"code": -32000, "message": "missing trie node 7f3a0c (path ) state is not available"}}
+            params = [params[0], hex(self._real(number))]
         if method == "eth_call":
             block = params[1] if len(params) > 1 else "latest"
             if isinstance(block, dict) and "blockNumber" in block:  # EIP-1898

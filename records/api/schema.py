@@ -143,6 +143,11 @@ class HealthIndexerSerializer(serializers.Serializer[Any]):
     enabled = serializers.BooleanField(help_text="an RPC URL is configured")
     running = serializers.BooleanField(help_text="the indexer's heartbeat is recent")
     synced = serializers.BooleanField(help_text="within the lag threshold of the safe head")
+    start_block = serializers.IntegerField(
+        allow_null=True, help_text="the first block indexed: BOUNTY_START_BLOCK, or when it is unset the contract's "
+                                   "deployment block as the indexer found it on the chain; null until found")
+    start_block_found = serializers.BooleanField(
+        help_text="start_block was found on the chain (BOUNTY_START_BLOCK unset), not configured")
     last_indexed_block = serializers.IntegerField(allow_null=True)
     head_block = serializers.IntegerField(allow_null=True)
     lag_blocks = serializers.IntegerField(allow_null=True)

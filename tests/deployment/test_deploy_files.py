@@ -105,7 +105,8 @@ def test_the_env_example_sets_every_required_variable() -> None:
     indexer_required = re.search(r"missing configuration: ([A-Z0-9_, ]+)", str(missing.value))
     assert indexer_required is not None
     required |= set(re.findall(r"[A-Z][A-Z0-9_]*", indexer_required.group(1)))
-    # Not required by the code, but a real chain's: which chain, and where the contract begins.
+    # Not required by the code, but a real chain's: which chain, and where the contract begins (found
+    # on the chain when unset, which a node that keeps no old state cannot do).
     required |= {"BOUNTY_CHAIN_ID", "BOUNTY_START_BLOCK"}
     assert {"DJANGO_SECRET_KEY", "DJANGO_ALLOWED_HOSTS", "BOUNTY_RPC_URL"} <= required
     active, _ = env_example()

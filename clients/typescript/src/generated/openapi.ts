@@ -411,6 +411,10 @@ export interface components {
             running: boolean;
             /** @description within the lag threshold of the safe head */
             synced: boolean;
+            /** @description the first block indexed: BOUNTY_START_BLOCK, or when it is unset the contract's deployment block as the indexer found it on the chain; null until found */
+            start_block: number | null;
+            /** @description start_block was found on the chain (BOUNTY_START_BLOCK unset), not configured */
+            start_block_found: boolean;
             last_indexed_block: number | null;
             head_block: number | null;
             lag_blocks: number | null;
