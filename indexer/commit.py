@@ -218,7 +218,7 @@ class Committer:
 
 @dataclass
 class Prepared:
-    """A batch applied in memory, with everything it writes rendered (Indexer._prepare)."""
+    """A batch applied in memory, with everything it writes rendered (Committer.prepare)."""
 
     batch: Batch
     store: RecordStore | None  # None once shipped

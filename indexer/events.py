@@ -27,7 +27,7 @@ from indexer.errors import IndexerError
 
 class _Positional:
     """Pickled as its class and its field values: decoded events cross from the reader process
-    (indexer.sync.ReadAhead) by the ten thousand, and the default for frozen slotted dataclasses
+    (indexer.pipeline.ReadAhead) by the ten thousand, and the default for frozen slotted dataclasses
     (a state dict, set field by field) costs several times more."""
 
     __slots__ = ()

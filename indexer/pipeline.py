@@ -1,8 +1,8 @@
 """The pipeline's plumbing between the stages: reading ahead of the commits (`ReadAhead`, in a
 thread or in forked processes), committing on a thread of its own (`BatchWriter`), the records a
-catch-up keeps between batches (`RecordMemory`), how a range's logs are cut into batches, and what
-a forked process needs of its own (database connections) or must not do (collect garbage while
-the heap it inherited is shared).
+catch-up keeps between batches (`RecordMemory`), and what a forked process needs of its own
+(database connections) or must not do (collect garbage while the heap it inherited is shared).
+How a range's logs are cut into batches is the fetch stage's (indexer.fetch.split_logs).
 """
 
 from __future__ import annotations
@@ -139,7 +139,7 @@ class ReadAhead(Generic[_Item]):
     The reader is a thread, or with `in_process` a process forked from this one (which first
     calls `on_start` there): decoding is Python, and a thread would share this process's one
     interpreter lock with the applying, so a bulk backfill reads in a process of its own, and
-    prepares its batches in another (`Indexer._bulk_catch_up`: the items are then `Prepared`).
+    prepares its batches in another (`Historical._bulk`: the items are then `Prepared`).
     Its items come through a pipe, pickled (indexer.events keeps that cheap); a semaphore bounds
     how many are on their way. The process exits once this one has left the block, or died."""
 

@@ -1,7 +1,9 @@
 """The read side: typed selector functions over the mirrored records.
 
 Views parse and validate request parameters into a `ListQuery` or a deployment and an ID, call
-these functions, and serialize what they return; no query is built anywhere else.
+these functions, and serialize what they return; no query of the read API or the admin is built
+anywhere else (`/health` and the web metrics read the indexer's state through indexer.health and
+records.metrics).
 """
 
 from __future__ import annotations
