@@ -24,9 +24,10 @@ from indexer.health import IndexerHealth
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("bountysite", "records", "indexer", "bounty_client", "contracts")
-DOTTED = re.compile(r"(?<![\w./-])((?:%s)(?:\.[A-Za-z_]\w*)+)" % "|".join(PACKAGES))
+_PACKAGE = "(?:" + "|".join(PACKAGES) + ")"
+DOTTED = re.compile(r"(?<![\w./-])(" + _PACKAGE + r"(?:\.[A-Za-z_]\w*)+)")
 METHOD = re.compile(r"(?<![\w.])([A-Z][A-Za-z0-9]+)\.([a-z_][a-z0-9_]*)\b")
-FILE = re.compile(r"(?<![\w./-])((?:%s)/[\w/]+\.(?:py|html|json))\b" % "|".join(PACKAGES))
+FILE = re.compile(r"(?<![\w./-])(" + _PACKAGE + r"/[\w/]+\.(?:py|html|json))\b")
 
 
 def _modules() -> Iterator[ModuleType]:
