@@ -1,0 +1,195 @@
+"""The mirror proven against the contract's own state, not its logs.
+
+Every other check of the indexer (the second reading, the reorganisation check) is built on logs:
+a log that the node (or an explorer) never showed leaves no trace there. The contract's state
+does: its record counters (`bountyCount`, `submissionCount`, `disputeCount`) and each record's
+getter (`getBounty`, `getSubmission`, `getDispute`), read through the node at one block in
+batched `eth_call`s, are compared field by field with the mirror as indexed to that block. The
+children counters the mirror keeps (a bounty's submissions, a submission's disputes) are
+compared with the children the contract holds. `manage.py verify_mirror` runs it.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from django.db import connection, transaction
+from eth_abi.abi import decode
+from eth_utils.crypto import keccak
+
+from contracts.artifacts import bounty_abi
+from indexer.backend import backend
+from indexer.errors import IndexerError
+from indexer.models import SyncState
+from indexer.rpc import RpcClient
+from indexer.transitions import chain_time
+from records.models import Bounty, BountyStatus, Deployment, Dispute, DisputeStatus, Submission, SubmissionStatus
+
+COUNTERS = ("bountyCount", "submissionCount", "disputeCount")
+
+
+@dataclass(frozen=True)
+class Difference:
+    """One field on which the mirror and the contract disagree (`record_id` None: a counter)."""
+
+    kind: str
+    record_id: int | None
+    field: str
+    mirror: Any
+    contract: Any
+
+    def __str__(self) -> str:
+        what = f"{self.kind} {self.record_id}" if self.record_id is not None else f"the {self.kind} count"
+        return f"{what}: {self.field} is {self.mirror!r} in the mirror, {self.contract!r} in the contract"
+
+
+@dataclass(frozen=True)
+class Proof:
+    block: int
+    records: Counter[str]  # compared, by kind
+    calls: int  # eth_calls made
+    differences: list[Difference]
+
+
+# ----------------------------------------------------------------------------- the contract's side
+
+@cache
+def _function(name: str) -> tuple[bytes, list[str]]:
+    """A view's selector and output types, from the contract's ABI (contracts/artifacts)."""
+    for item in bounty_abi():
+        if item.get("type") == "function" and item["name"] == name:
+            inputs = ",".join(i["type"] for i in item["inputs"])
+            return keccak(text=f"{name}({inputs})")[:4], [_type(output) for output in item["outputs"]]
+    raise IndexerError(f"the contract's ABI has no view {name}")
+
+
+def _type(item: dict[str, Any]) -> str:
+    if item["type"] == "tuple":
+        return "(" + ",".join(_type(component) for component in item["components"]) + ")"
+    return str(item["type"])
+
+
+def _call(name: str, argument: int | None, block: int, address: str) -> tuple[str, list[Any]]:
+    selector, _ = _function(name)
+    data = selector + (argument.to_bytes(32, "big") if argument is not None else b"")
+    return "eth_call", [{"to": address, "data": "0x" + data.hex()}, hex(block)]
+
+
+def _decoded(name: str, answer: Any) -> Any:
+    _, types = _function(name)
+    if not isinstance(answer, str) or not answer.startswith("0x"):
+        raise IndexerError(f"{name} answered {answer!r}")
+    return decode(types, bytes.fromhex(answer[2:]))[0]
+
+
+def contract_state(rpc: RpcClient, address: str, block: int) -> tuple[dict[str, list[Any]], int]:
+    """Each record kind's getters' answers at `block`, by ID (from 1), and the calls made."""
+    counts = [_decoded(name, answer) for name, answer in zip(
+        COUNTERS, rpc.batch([_call(name, None, block, address) for name in COUNTERS]), strict=True)]
+    state: dict[str, list[Any]] = {}
+    for getter, count in zip(("getBounty", "getSubmission", "getDispute"), counts, strict=True):
+        answers = rpc.batch([_call(getter, record_id, block, address) for record_id in range(1, count + 1)])
+        state[getter] = [_decoded(getter, answer) for answer in answers]
+    return state, len(COUNTERS) + sum(counts)
+
+
+# ----------------------------------------------------------------------------- the comparison
+
+def _address(value: str) -> str:
+    return value.lower()
+
+
+def _hash(value: bytes) -> str:
+    return "0x" + value.hex()
+
+
+def _compare(kind: str, record_id: int, pairs: Sequence[tuple[str, Any, Any]]) -> Iterator[Difference]:
+    for field, mirrored, held in pairs:
+        if mirrored != held:
+            yield Difference(kind, record_id, field, mirrored, held)
+
+
+def _counter(kind: str, mirrored: int, held: int) -> Iterator[Difference]:
+    if mirrored != held:
+        yield Difference(kind, None, "count", mirrored, held)
+
+
+def differences(deployment: Deployment, state: dict[str, list[Any]]) -> tuple[list[Difference], Counter[str]]:
+    """The mirror's records (as the database holds them now) against the contract's."""
+    bounties = {b.bounty_id: b for b in Bounty.objects.filter(deployment=deployment)}
+    submissions = {s.submission_id: s for s in Submission.objects.filter(deployment=deployment)}
+    disputes = {d.dispute_id: d for d in Dispute.objects.filter(deployment=deployment)}
+    held_bounties, held_submissions, held_disputes = state["getBounty"], state["getSubmission"], state["getDispute"]
+    found: list[Difference] = [
+        *_counter("bounty", len(bounties), len(held_bounties)),
+        *_counter("submission", len(submissions), len(held_submissions)),
+        *_counter("dispute", len(disputes), len(held_disputes)),
+    ]
+    submissions_of = Counter(held[0] for held in held_submissions)
+    disputes_of = Counter(held[0] for held in held_disputes)
+    statuses = (BountyStatus.values, SubmissionStatus.values, DisputeStatus.values)
+    for number, held in enumerate(held_bounties, start=1):
+        (poster, status, duration, deadline, window, reward, fee, bond, _, _, metadata_hash, metadata_uri) = held
+        if (bounty := bounties.get(number)) is None:
+            found.append(Difference("bounty", number, "record", None, "held"))
+            continue
+        found.extend(_compare("bounty", number, [
+            ("poster", bounty.poster, _address(poster)), ("status", bounty.status, statuses[0][status]),
+            ("duration", bounty.duration, duration), ("deadline", bounty.deadline, chain_time(deadline)),
+            ("challenge_window", bounty.challenge_window, window), ("bounty_amount", bounty.bounty_amount, reward),
+            ("fee_amount", bounty.fee_amount, fee), ("bond_amount", bounty.bond_amount, bond),
+            ("metadata_hash", bounty.metadata_hash, _hash(metadata_hash)),
+            ("metadata_uri", bounty.metadata_uri, metadata_uri),
+            ("submission_count", bounty.submission_count, submissions_of[number]),
+        ]))
+    for number, held in enumerate(held_submissions, start=1):
+        (bounty_id, claimant, status, review_deadline, _, bond, metadata_hash, metadata_uri) = held
+        if (submission := submissions.get(number)) is None:
+            found.append(Difference("submission", number, "record", None, "held"))
+            continue
+        found.extend(_compare("submission", number, [
+            ("bounty_id", submission.bounty_id, bounty_id), ("claimant", submission.claimant, _address(claimant)),
+            ("status", submission.status, statuses[1][status]),
+            ("review_deadline", submission.review_deadline, chain_time(review_deadline)),
+            ("bond_amount", submission.bond_amount, bond),
+            ("metadata_hash", submission.metadata_hash, _hash(metadata_hash)),
+            ("metadata_uri", submission.metadata_uri, metadata_uri),
+            ("dispute_count", submission.dispute_count, disputes_of[number]),
+        ]))
+    for number, held in enumerate(held_disputes, start=1):
+        (submission_id, challenger, status, bond, metadata_hash, metadata_uri) = held
+        if (dispute := disputes.get(number)) is None:
+            found.append(Difference("dispute", number, "record", None, "held"))
+            continue
+        parent = held_submissions[submission_id - 1][0] if 0 < submission_id <= len(held_submissions) else None
+        found.extend(_compare("dispute", number, [
+            ("submission_id", dispute.submission_id, submission_id), ("bounty_id", dispute.bounty_id, parent),
+            ("challenger", dispute.challenger_id, _address(challenger)),
+            ("status", dispute.status, statuses[2][status]), ("bond_amount", dispute.bond_amount, bond),
+            ("metadata_hash", dispute.metadata_hash, _hash(metadata_hash)),
+            ("metadata_uri", dispute.metadata_uri, metadata_uri),
+        ]))
+    return found, Counter(bounty=len(bounties), submission=len(submissions), dispute=len(disputes))
+
+
+def prove(rpc: RpcClient, deployment: Deployment, block: int | None = None) -> Proof:
+    """The mirror against the contract at the block it is indexed to, read in one snapshot of the
+    database while an indexer may write on; IndexerError when `block` is given and the mirror is
+    indexed to another (it holds no state of earlier blocks)."""
+    with transaction.atomic():
+        if (statement := backend().snapshot_statement) is not None:
+            with connection.cursor() as cursor:
+                cursor.execute(statement)
+        indexed = SyncState.objects.filter(deployment=deployment).values_list("last_indexed_block", flat=True).first()
+        if indexed is None:
+            raise IndexerError("nothing is indexed yet: run run_indexer first")
+        if block is not None and block != indexed:
+            raise IndexerError(f"the mirror is indexed to block {indexed}, not {block}: it holds no state of other "
+                               "blocks (leave --block out, or stop the indexer once it is at that block)")
+        state, calls = contract_state(rpc, deployment.contract_address, indexed)
+        found, records = differences(deployment, state)
+    return Proof(indexed, records, calls, found)
