@@ -25,7 +25,8 @@ def test_a_recent_heartbeat_within_the_lag_threshold_is_running_and_synced() -> 
     )
     health = indexer_health(deployment, now=now + timedelta(seconds=5))
     assert health == {
-        "enabled": True, "running": True, "synced": True, "last_indexed_block": 98, "head_block": 100,
+        "enabled": True, "running": True, "synced": True, "start_block": None, "start_block_found": False,
+        "last_indexed_block": 98, "head_block": 100,
         "lag_blocks": 0, "confirmations": 2, "confirmations_tag": None, "rate_limited": False,
         "rpc_calls_per_block": 1.04, "rpc_calls_per_day": 89_856, "node_unreachable_since": None,
         "node_unreachable_seconds": None, "node_last_asked_at": now - timedelta(seconds=1),
