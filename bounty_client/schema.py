@@ -171,6 +171,7 @@ class HealthIndexer(TypedDict):
     rate_limited: bool
     rpc_calls_per_block: float | None
     rpc_calls_per_day: float | None
+    rpc_calls_by_phase: dict[str, int]
     node_unreachable_since: str | None
     node_unreachable_seconds: int | None
     node_last_asked_at: str | None

@@ -31,7 +31,7 @@ from indexer.fetch import Batch
 from indexer.metrics import CallMeter, IndexerMetrics
 from indexer.models import AppliedLog, ChangeLogEntry, IndexedBlock, SyncState
 from indexer.pipeline import RecordMemory
-from indexer.rpc import RpcCounts
+from indexer.rpc import PHASES, RpcCounts
 from indexer.transitions import RecordStore, Writes, apply_event, chain_time
 from records.changes import MessageType, notify_changes
 from records.models import Deployment
@@ -78,6 +78,7 @@ class Committer:
         self.head_time: datetime | None = None  # of the head block last seen, for the lag in seconds
         self.rate_limited_at: datetime | None = None  # when the node last limited the rate (for /health)
         self.node_asked: float | None = None  # when a request was last sent to the node, by any process
+        self.calls_by_phase: Counter[str] = Counter()  # since this process started (for /health)
 
     @property
     def node_asked_at(self) -> datetime | None:
@@ -88,9 +89,15 @@ class Committer:
         the newest was sent, are noted for /health with the next write of the sync state."""
         self.metrics.rpc(counts)
         self.calls.count(counts)
+        self.calls_by_phase.update(counts.phases)
         self._asked(counts)
         if counts.errors["rate_limited"]:
             self.rate_limited_at = timezone.now()
+
+    def phase_calls(self, pending: RpcCounts | None = None) -> dict[str, int]:
+        """The calls by phase since this process started, with those of `pending` not counted yet."""
+        calls = self.calls_by_phase + (pending.phases if pending is not None else Counter())
+        return {phase: calls[phase] for phase in PHASES}
 
     def _asked(self, counts: RpcCounts) -> None:
         if counts.last_sent is not None and (self.node_asked is None or counts.last_sent > self.node_asked):
@@ -193,6 +200,7 @@ class Committer:
         locked.rate_limited_at = self.rate_limited_at
         self._asked(batch.rpc)
         locked.node_asked_at = self.node_asked_at
+        locked.rpc_calls_by_phase = self.phase_calls(batch.rpc)
         locked.last_heartbeat = timezone.now()
         locked.save()
         self._report(batch, prepared.applied, Counter(message.type for message in messages))

@@ -41,6 +41,7 @@ class IndexerHealth(TypedDict):
     rate_limited: bool  # the node limited the indexer's rate within the heartbeat window
     rpc_calls_per_block: float | None  # JSON-RPC calls per new block while following the head
     rpc_calls_per_day: float | None  # at the rate of the last minutes
+    rpc_calls_by_phase: dict[str, int]  # the running writer's calls since it started, by phase
     node_unreachable_since: datetime | None  # the node has not answered the running indexer since then
     node_unreachable_seconds: int | None
     node_last_asked_at: datetime | None  # when the indexer last sent the node a request
@@ -63,7 +64,8 @@ def indexer_health(deployment: Deployment | None, *, now: datetime | None = None
     `rate_limited`: the node refused a request for its rate within the heartbeat window (the
     indexer slows down and goes on). `rpc_calls_per_block`, `rpc_calls_per_day`: what following
     the head costs in calls to the node, measured over the last minutes (None until measured, or
-    while no indexer runs). `node_unreachable_since`, `node_unreachable_seconds`: the node has not
+    while no indexer runs); `rpc_calls_by_phase`: the running writer's calls since it started, by
+    phase (indexer.rpc.PHASES). `node_unreachable_since`, `node_unreachable_seconds`: the node has not
     answered the running indexer since then (it keeps asking). `node_last_asked_at`,
     `node_last_asked_seconds`: when the indexer last sent the node a request; `node_ask_overdue`:
     longer ago than ask_allowance() (the indexer never waits longer than its ceiling between two
@@ -104,6 +106,7 @@ def indexer_health(deployment: Deployment | None, *, now: datetime | None = None
         rate_limited=bool(state and state.rate_limited_at and now - state.rate_limited_at <= window),
         rpc_calls_per_block=state.rpc_calls_per_block if state and running else None,
         rpc_calls_per_day=state.rpc_calls_per_day if state and running else None,
+        rpc_calls_by_phase=dict(state.rpc_calls_by_phase) if state and running else {},
         node_unreachable_since=unreachable,
         node_unreachable_seconds=None if unreachable is None else max(0, int((now - unreachable).total_seconds())),
         node_last_asked_at=asked,

@@ -21,7 +21,7 @@ from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 
 from indexer.events import EVENT_TYPES
-from indexer.rpc import ERROR_KINDS, RpcCounts
+from indexer.rpc import ERROR_KINDS, PHASES, RpcCounts
 
 logger = logging.getLogger(__name__)
 
@@ -89,6 +89,10 @@ class IndexerMetrics:
         self._events = {kind: events.labels(*labels, kind) for kind in EVENT_TYPES}
         self._requests = Counter("bounty_indexer_rpc_requests", "JSON-RPC calls to the node, by method.",
                                  (*_DEPLOYMENT, "method"), registry=registry)
+        phases = Counter("bounty_indexer_rpc_phase_calls", "JSON-RPC calls to the node, by the indexer's phase that "
+                         "made them: startup, historical, realtime (following the head), reread (the second reading).",
+                         (*_DEPLOYMENT, "phase"), registry=registry)
+        self._phases = {phase: phases.labels(*labels, phase) for phase in PHASES}
         errors = Counter("bounty_indexer_rpc_errors", "Failed JSON-RPC requests, by kind of failure.",
                          (*_DEPLOYMENT, "kind"), registry=registry)
         self._errors = {kind: errors.labels(*labels, kind) for kind in ERROR_KINDS}
@@ -103,6 +107,8 @@ class IndexerMetrics:
         """Adds the calls and failures of a client's tally (this process's, or a reader process's)."""
         for method, n in counts.calls.items():
             self._requests.labels(*self._labels, method).inc(n)
+        for phase, n in counts.phases.items():
+            self._phases[phase].inc(n)
         for kind, n in counts.errors.items():
             self._errors[kind if kind in self._errors else "other"].inc(n)
 

@@ -70,6 +70,8 @@ class SyncState(models.Model):
     )
     rate_limited_at = models.DateTimeField(null=True, blank=True, help_text="when the node last limited the rate")
     last_heartbeat = models.DateTimeField(null=True, blank=True)
+    rpc_calls_by_phase = models.JSONField(default=dict, blank=True,
+                                          help_text="JSON-RPC calls by the writer's phase, since it started")
     node_asked_at = models.DateTimeField(null=True, blank=True,
                                          help_text="when the indexer last sent the node a request")
     # The backfill under way (None when caught up), for /health's progress.

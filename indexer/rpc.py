@@ -79,6 +79,13 @@ class RpcCounts:
     calls: Counter[str] = field(default_factory=Counter)
     errors: Counter[str] = field(default_factory=Counter)
     last_sent: float | None = None  # when the newest of these calls was sent (wall-clock seconds)
+    phases: Counter[str] = field(default_factory=Counter)  # the calls by the indexer's phase that made them
+
+
+# The indexer's phases, as the calls are counted for them (bounty_indexer_rpc_phase_calls_total,
+# /health's rpc_calls_by_phase): the start-up checks, the historical phase (ranges), following the
+# head (its polls, the realtime phase's blocks, reorganisation checks), the second reading.
+PHASES = ("startup", "historical", "realtime", "reread")
 
 
 class RpcTally:
@@ -92,9 +99,10 @@ class RpcTally:
         self._counts = RpcCounts()
         self.last_sent: float | None = None  # when the client last sent a request, whatever `take` took
 
-    def calls(self, methods: Sequence[str]) -> None:
+    def calls(self, methods: Sequence[str], phase: str) -> None:
         with self._lock:
             self._counts.calls.update(methods)
+            self._counts.phases[phase] += len(methods)
             self._counts.last_sent = self.last_sent = time.time()
 
     def error(self, kind: str) -> None:
@@ -242,6 +250,9 @@ class RpcClient:
         self._ids = itertools.count(1)
         self._ids_lock = threading.Lock()
         self.tally = RpcTally()
+        # Which of the indexer's phases its calls are counted for (PHASES), set by the indexer as it
+        # goes from one to the next; a reader process's client keeps the one it was made in.
+        self.phase = "startup"
 
     def close(self) -> None:
         self._http.close()
@@ -249,8 +260,10 @@ class RpcClient:
     def fresh(self) -> RpcClient:
         """A client for a forked process: the same settings, connections of its own; the budget
         and a pause the node asked for stay shared (indexer.pacing)."""
-        return RpcClient(self.url, timeout=self.timeout, backoff=self.backoff, sleep=self._given_sleep,
-                         stop=self.stop, pacer=self.pacer.for_another_process(), max_batch=self.max_batch)
+        client = RpcClient(self.url, timeout=self.timeout, backoff=self.backoff, sleep=self._given_sleep,
+                           stop=self.stop, pacer=self.pacer.for_another_process(), max_batch=self.max_batch)
+        client.phase = self.phase
+        return client
 
     def _sleep(self, seconds: float) -> None:
         if self._given_sleep is not None:
@@ -369,7 +382,7 @@ class RpcClient:
             self.pacer.failed(ticket)
 
     def _exchange(self, calls: Sequence[tuple[str, Sequence[Any]]]) -> list[Any]:
-        self.tally.calls([method for method, _ in calls])
+        self.tally.calls([method for method, _ in calls], self.phase)
         with self._ids_lock:
             first_id = next(self._ids)
             for _ in range(len(calls) - 1):

@@ -172,6 +172,7 @@ class Indexer:
         logger.info("indexer stopped")
 
     def _write_or_stand_by(self) -> None:
+        self.rpc.phase = "startup"
         self.ensure_deployment()
         self.metrics.is_writer.set(0)
         self.announce(IndexerRole.STANDBY)
@@ -261,7 +262,7 @@ class Indexer:
             with contextlib.suppress(DatabaseError):
                 SyncState.objects.filter(deployment=self.deployment).update(
                     node_unreachable_since=self._unreachable_since, node_asked_at=self.committer.node_asked_at,
-                    last_heartbeat=now)
+                    rpc_calls_by_phase=self.committer.phase_calls(), last_heartbeat=now)
         self._unreachable_tries += 1
         cap = min(UNREACHABLE_WAIT_CAP, self.config.max_wait)  # no wait past the ceiling (BOUNTY_INDEXER_MAX_WAIT_MS)
         if self.stop.wait(min(cap, 0.5 * 2 ** min(self._unreachable_tries, 8))):
@@ -330,6 +331,7 @@ class Indexer:
         state = SyncState.objects.get(deployment=deployment)
         last = state.last_indexed_block if state.last_indexed_block is not None else start - 1
         historical = True  # which phase an event of a record the mirror lacks came in
+        self.rpc.phase = "realtime"  # following the head: its poll, the checks of the indexed tip
         try:
             if self._tip_unchecked:
                 if self.reorganisations.undo(deployment):
@@ -343,10 +345,14 @@ class Indexer:
             if self._reorganised_at_tip(tip, head, last):
                 return True
             settled = min(safe, head - self.config.live_blocks)
-            if (pending := self.rereads.due(state, settled)) and self.rereads.reread(deployment, state, *pending):
-                self.realtime.headers.clear()
-                return True
+            if pending := self.rereads.due(state, settled):
+                self.rpc.phase = "reread"
+                if self.rereads.reread(deployment, state, *pending):
+                    self.realtime.headers.clear()
+                    return True
+                self.rpc.phase = "realtime"
             if last < settled:
+                self.rpc.phase = "historical"
                 self.historical.catch_up(deployment, state, tip, last, settled, head, safe)
                 return True
             if last >= safe:
@@ -452,6 +458,7 @@ class Indexer:
                                                      node_asked_at=self.committer.node_asked_at,
                                                      rpc_calls_per_block=self.committer.calls.per_block,
                                                      rpc_calls_per_day=self.committer.calls.per_day,
+                                                     rpc_calls_by_phase=self.committer.phase_calls(),
                                                      last_heartbeat=timezone.now())
         self.committer.progress = None
         self.announce(IndexerRole.WRITER)

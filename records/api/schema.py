@@ -164,6 +164,11 @@ class HealthIndexerSerializer(serializers.Serializer[Any]):
     rpc_calls_per_day = serializers.FloatField(
         allow_null=True, help_text="JSON-RPC calls a day at the indexer's rate of the last minutes; null until "
                                    "measured")
+    rpc_calls_by_phase = serializers.DictField(
+        child=serializers.IntegerField(),
+        help_text="the running writer's JSON-RPC calls since it started, by the phase that made them: startup (the "
+                  "start-up checks), historical (ranges), realtime (following the head), reread (the second reading "
+                  "of the blocks near the head); empty while no indexer runs")
     node_unreachable_since = serializers.DateTimeField(
         allow_null=True, help_text="the node has not answered the running indexer since then (it keeps asking, and "
                                    "status is degraded); null while it answers")

@@ -67,6 +67,8 @@ def _openapi_type(node: dict[str, Any]) -> str:
         spelt = f"Literal{sorted(value for value in node['enum'] if value is not None)}"
     elif node["type"] == "array":
         spelt = f"list[{_openapi_type(node['items'])}]"
+    elif node["type"] == "object" and "additionalProperties" in node:  # a map from names
+        spelt = f"dict[str, {_openapi_type(node['additionalProperties'])}]"
     else:
         spelt = JSON_TYPES[node["type"]]
     return f"{spelt} | None" if nullable else spelt
@@ -86,6 +88,9 @@ def _python_type(annotation: Any, record: type | None) -> str:
         return f"Literal{sorted(get_args(annotation))}"
     if origin is list:
         return f"list[{_python_type(get_args(annotation)[0], record)}]"
+    if origin is dict:
+        key, value = get_args(annotation)
+        return f"dict[{_python_type(key, record)}, {_python_type(value, record)}]"
     assert annotation in (int, str, bool, float) or is_typeddict(annotation), annotation
     return str(annotation.__name__)
 

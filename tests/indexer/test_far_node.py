@@ -68,6 +68,8 @@ def test_ranges_are_read_several_at_once_and_committed_in_order(busy_then_quiet:
         catch_up_to_head(indexer)
         assert node.stats.max_in_flight > 4
         assert node.stats.refused["range"] >= 1  # it learnt the cap from the node's refusal
+        phases = indexer.committer.phase_calls(indexer.rpc.tally.take())
+        assert phases["historical"] > 0 and sum(phases.values()) == node.stats.total_calls  # each call in one phase
     assert_consistent(chain, indexer)
 
 

@@ -111,6 +111,8 @@ def test_a_log_the_first_reading_lost_is_repaired_by_the_second(chain: Chain) ->
         catch_up_to_head(indexer)
     assert sorted(Bounty.objects.values_list("prompt", flat=True)) == ["ipfs://before", "ipfs://lost-once"]
     assert indexer.metrics.reread_repairs._value.get() == 1
+    phases = indexer.committer.phase_calls()  # the second reading's calls counted for it
+    assert phases["startup"] >= 1 and phases["realtime"] >= 1 and phases["reread"] >= 1
     assert indexer.deployment is not None
     assert_mirror_equals_chain(chain.board, indexer.deployment)
     assert_live_consumer_is_current(indexer.deployment)

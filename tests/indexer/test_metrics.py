@@ -14,6 +14,7 @@ import pytest
 from contracts.demo import seed_demo_activity
 from contracts.devchain import free_port
 from indexer.events import EVENT_TYPES
+from indexer.rpc import PHASES
 from tests.chain import Chain
 from tests.indexer.conftest import process_env
 from tests.indexer.test_run_indexer_command import PROJECT_DIR, create_bounty, wait_until
@@ -54,6 +55,12 @@ def test_the_metrics_agree_with_the_chain_and_count_a_reorg(chain: Chain) -> Non
         assert value(samples, "bounty_indexer_is_writer", **deployment) == 1
         assert 0 < value(samples, "bounty_indexer_seconds_since_node_asked", **deployment) <= 2  # read at the scrape
         assert value(samples, "bounty_indexer_max_wait_seconds", **deployment) == 15
+        phases = {phase: value(samples, "bounty_indexer_rpc_phase_calls_total", phase=phase, **deployment)
+                  for phase in PHASES}
+        assert phases["startup"] >= 2 and phases["realtime"] >= 1  # the checks; the polls of the head
+        # Each call counted for one phase: the totals agree (asked again if a scrape fell between the two
+        # counters' updates).
+        wait_until(lambda: _calls_by_phase_add_up(scrape(port), deployment), timeout=5)
         expected = chain_events(chain)
         assert sum(expected.values()) > 0 and all(expected[name] > 0 for name in EVENT_TYPES)
         applied = {name: value(samples, "bounty_indexer_events_applied_total", type=name, **deployment)
@@ -84,6 +91,12 @@ def test_the_metrics_agree_with_the_chain_and_count_a_reorg(chain: Chain) -> Non
             expected["BountyCreated"] + 2 + 5)  # the orphaned ones were applied, then undone
     finally:
         stop(process)
+
+
+def _calls_by_phase_add_up(samples: Samples, deployment: dict[str, str]) -> bool:
+    by_phase = sum(value(samples, "bounty_indexer_rpc_phase_calls_total", phase=phase, **deployment)
+                   for phase in PHASES)
+    return by_phase == value(samples, "bounty_indexer_rpc_requests_total", **deployment)
 
 
 def _reachable(port: int) -> bool:

@@ -440,6 +440,10 @@ export interface components {
              * @description JSON-RPC calls a day at the indexer's rate of the last minutes; null until measured
              */
             rpc_calls_per_day: number | null;
+            /** @description the running writer's JSON-RPC calls since it started, by the phase that made them: startup (the start-up checks), historical (ranges), realtime (following the head), reread (the second reading of the blocks near the head); empty while no indexer runs */
+            rpc_calls_by_phase: {
+                [key: string]: number;
+            };
             /**
              * Format: date-time
              * @description the node has not answered the running indexer since then (it keeps asking, and status is degraded); null while it answers
