@@ -3,18 +3,21 @@ contract's deployment block found by bisection on eth_getCode through the node, 
 calls, stored and shown in /health, with no getLogs below it; a node that keeps no old state stops
 run_indexer naming BOUNTY_START_BLOCK, never a silent read from block 0.
 
-The node is the session's chain behind tests/node_proxy.py, which presents QUIET empty blocks before
-the chain's first real one: the contract then stands thousands of blocks into the chain. No block
-below it is read: no getLogs range and no header by number."""
+The node is a fresh anvil of the module's own (the session's chain, reverted after every test, does
+not keep the state of its first blocks for long) behind tests/node_proxy.py, which presents QUIET
+empty blocks before the chain's first real one: the contract then stands thousands of blocks into
+the chain. No block below it is read: no getLogs range and no header by number."""
 
 from __future__ import annotations
 
 import math
 import signal
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from contracts.devchain import Anvil, deploy_reference_contracts, free_port
 from indexer.health import indexer_health
 from indexer.models import SyncState
 from indexer.sync import Indexer
@@ -29,6 +32,17 @@ pytestmark = pytest.mark.django_db(transaction=True)
 QUIET = 9_000  # empty blocks presented between the genesis block and the chain's first
 
 
+@pytest.fixture(scope="module")
+def archive() -> Iterator[Chain]:
+    """A chain of its own, whose every block's state anvil still holds."""
+    anvil = Anvil(port=free_port())
+    w3 = anvil.start()
+    try:
+        yield Chain(w3, deploy_reference_contracts(w3, anvil.rpc_url))
+    finally:
+        anvil.stop()
+
+
 def _deployed(chain: Chain) -> int:
     """The bounty contract's deployment block as the proxy presents it (the token's comes first)."""
     address = chain.board.address
@@ -41,7 +55,8 @@ def _env_without_a_start_block(chain: Chain, node: NodeProxy) -> dict[str, str]:
     return env
 
 
-def test_an_unset_start_block_is_the_contracts_deployment_block_found_in_log2_head_calls(chain: Chain) -> None:
+def test_an_unset_start_block_is_the_contracts_deployment_block_found_in_log2_head_calls(archive: Chain) -> None:
+    chain = archive
     create_bounty(chain, "ipfs://found-from-the-deployment-block")
     with NodeProxy(chain.deployment.rpc_url, NodeLimits(gap=QUIET, gap_after=0)) as node:
         process = start(_env_without_a_start_block(chain, node))
@@ -64,7 +79,8 @@ def test_an_unset_start_block_is_the_contracts_deployment_block_found_in_log2_he
     assert (health["start_block"], health["start_block_found"]) == (deployed, True)
 
 
-def test_the_found_start_block_is_kept_and_read_from_the_database_next_time(chain: Chain) -> None:
+def test_the_found_start_block_is_kept_and_read_from_the_database_next_time(archive: Chain) -> None:
+    chain = archive
     with NodeProxy(chain.deployment.rpc_url, NodeLimits(gap=QUIET, gap_after=0)) as node:
         first = Indexer(config_for(chain, BOUNTY_RPC_URL=node.url, BOUNTY_START_BLOCK=None))
         first.find_start_block()
