@@ -39,7 +39,7 @@ from records.models import Deployment
 logger = logging.getLogger(__name__)
 
 _LEDGER_COLUMNS = ("deployment_id", "block_number", "block_hash", "tx_hash", "log_index", "event", "undo")
-_BLOCK_COLUMNS = ("deployment_id", "number", "hash", "parent_hash", "timestamp")
+_BLOCK_COLUMNS = ("deployment_id", "number", "hash", "timestamp")
 
 
 @dataclass
@@ -179,8 +179,7 @@ class Committer:
                 locked.bulk_from_block = None
             stream.insert(ChangeLogEntry, CHANGE_COLUMNS, entries)
             stream.insert(AppliedLog, _LEDGER_COLUMNS, prepared.ledger)
-            stream.insert(IndexedBlock, _BLOCK_COLUMNS, [(deployment.pk, number, header["hash"], header["parentHash"],
-                                                          prepared.times[number])
+            stream.insert(IndexedBlock, _BLOCK_COLUMNS, [(deployment.pk, number, header["hash"], prepared.times[number])
                                                          for number, header in batch.headers.items()])
         if entries:  # wake the websocket feeds of every server process once this commits
             transaction.on_commit(notify_changes)

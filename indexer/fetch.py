@@ -315,11 +315,20 @@ class BatchReader:
                 first, gathered, cut_by = to + 1, [], time.monotonic() + QUIET_BATCH_SECONDS
 
     def _batch(self, first: int, last: int, raw_logs: list[dict[str, Any]], head: int, safe: int) -> Batch:
+        """A batch of blocks first..last with the headers the commit needs: of its event blocks (their
+        hash and time), of `last`, and of the block before it (whose hash must be the one indexed).
+        An event block whose logs all carry its `blockTimestamp` (geth 1.16 on, reth, anvil) needs
+        no header: its logs say its hash and time."""
         events = self._decode(raw_logs, first, last)
+        stamped = _stamped_blocks(raw_logs)
         numbers = {e.log.block_number for e in events} | {last}
         parent_number = first - 1 if first > self.start_block else None
-        headers = self._headers(sorted(numbers | ({parent_number} if parent_number is not None else set())))
-        if headers is None or any(headers[e.log.block_number]["hash"] != e.log.block_hash for e in events):
+        asked = {n for n in numbers if n not in stamped} | ({parent_number} if parent_number is not None else set())
+        headers = self._headers(sorted(asked))
+        if headers is None:
+            raise ChainChanged(f"blocks {first}-{last} changed while being read (a reorganisation)")
+        headers.update({n: stamped[n] for n in numbers if n not in headers})
+        if any(headers[e.log.block_number]["hash"] != e.log.block_hash for e in events):
             raise ChainChanged(f"blocks {first}-{last} changed while being read (a reorganisation)")
         parent = headers.pop(parent_number)["hash"] if parent_number is not None else None
         return Batch(first, last, head, safe, events, {n: headers[n] for n in sorted(numbers)}, parent,
@@ -368,6 +377,26 @@ class BatchReader:
                 raise IndexerError(f"the node at {self.rpc.node} answered the header of block "
                                    f"{header.get('number')} when asked for block {number}")
         return dict(zip(numbers, answers, strict=True))
+
+
+def _stamped_blocks(raw_logs: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
+    """What the logs say of their blocks, as headers of the fields the commit reads (number, hash,
+    timestamp): for each block whose every log carries its
+    `blockTimestamp`, all of one block hash. A block whose logs disagree, or lack it, is left out,
+    for its header to be asked."""
+    said: dict[int, dict[str, Any]] = {}
+    unsure: set[int] = set()
+    for raw in raw_logs:
+        number, block_hash, timestamp = _block_of(raw), raw.get("blockHash"), raw.get("blockTimestamp")
+        if number is None:
+            continue
+        known = said.get(number)
+        if not isinstance(timestamp, str) or not isinstance(block_hash, str) or (
+                known is not None and (known["hash"], known["timestamp"]) != (block_hash, timestamp)):
+            unsure.add(number)
+            continue
+        said[number] = {"number": hex(number), "hash": block_hash, "timestamp": timestamp}
+    return {number: header for number, header in said.items() if number not in unsure}
 
 
 def split_logs(logs: list[tuple[int, dict[str, Any]]], start: int, to: int,

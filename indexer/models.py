@@ -124,7 +124,6 @@ class IndexedBlock(models.Model):
     deployment = _ledger_deployment()
     number = models.PositiveBigIntegerField()
     hash = Bytes32Field()
-    parent_hash = Bytes32Field()
     timestamp = models.DateTimeField()
 
     class Meta:

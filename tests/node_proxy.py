@@ -98,6 +98,7 @@ class NodeLimits:
     behind_blocks: int = 3
     seed: int = 0  # of the draw that routes each call to a backend
     blank_bloom_once: frozenset[int] = frozenset()  # blocks whose first header, logs by hash, receipts hold no log
+    no_block_timestamps: bool = False  # logs without `blockTimestamp`, as nodes before geth 1.16 send them
     state_kept: int | None = None  # blocks below the head whose state it keeps (a full node): eth_getCode older fails
     empty_logs_once: frozenset[int] = frozenset()  # blocks whose first getLogs by hash answers [] (bloom true)
 
@@ -432,7 +433,10 @@ class NodeProxy:
         return self._presented((await self._upstream("eth_getBlockByHash", [block_hash, full]))["result"])
 
     def _presented_log(self, log: dict[str, Any]) -> dict[str, Any]:
-        return {**log, "blockNumber": hex(self._virtual(int(log["blockNumber"], 16)))}
+        presented = {**log, "blockNumber": hex(self._virtual(int(log["blockNumber"], 16)))}
+        if self.limits.no_block_timestamps:
+            presented.pop("blockTimestamp", None)
+        return presented
 
     async def _logs(self, query: dict[str, Any], start: int, end: int) -> list[dict[str, Any]]:
         after = self.limits.gap_after

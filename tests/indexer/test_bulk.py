@@ -10,11 +10,11 @@ from indexer.bulk import RowStream
 from indexer.models import AppliedLog, IndexedBlock
 from records.models import Deployment
 
-COLUMNS = ("deployment_id", "number", "hash", "parent_hash", "timestamp")
+COLUMNS = ("deployment_id", "number", "hash", "timestamp")
 
 
 def _block(deployment: Deployment, number: int) -> tuple[object, ...]:
-    return (deployment.pk, number, "0x" + f"{number:064x}", "0x" + f"{number - 1:064x}", timezone.now())
+    return (deployment.pk, number, "0x" + f"{number:064x}", timezone.now())
 
 
 @pytest.fixture

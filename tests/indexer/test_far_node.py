@@ -14,7 +14,7 @@ import pytest
 
 from contracts.demo import seed_demo_activity
 from indexer.health import indexer_health
-from indexer.models import AppliedLog
+from indexer.models import AppliedLog, IndexedBlock
 from indexer.sync import Indexer
 from records.models import Bounty
 from tests.chain import USDC, Chain
@@ -131,3 +131,25 @@ def test_a_reorganisation_while_ranges_are_in_flight_leaves_the_mirror_equal_to_
     assert_consistent(chain, indexer)
     assert sorted(Bounty.objects.values_list("prompt", flat=True)) == [
         "ipfs://kept", "ipfs://new-branch-0", "ipfs://new-branch-1", "ipfs://new-branch-2"]
+
+
+@pytest.mark.parametrize("stamped", [True, False], ids=["logs-with-blockTimestamp", "logs-without"])
+def test_event_blocks_need_no_header_when_their_logs_carry_their_time(busy_then_quiet: Chain, stamped: bool) -> None:
+    """Nodes that put `blockTimestamp` in every log (geth 1.16 on, reth, anvil) are asked no header
+    for the event blocks a range holds; nodes that do not are asked as before. Either way each
+    record is stamped with its block's time, and each event block's hash is kept."""
+    chain = busy_then_quiet
+    limits = NodeLimits(latency=0.002, max_log_blocks=50, no_block_timestamps=not stamped)
+    with far_indexer(chain, limits, BOUNTY_LIVE_BLOCKS=0) as (indexer, node):
+        catch_up_to_head(indexer)
+        asked = node.stats.calls["eth_getBlockByNumber"]
+    assert_consistent(chain, indexer)
+    for bounty in Bounty.objects.all():
+        assert bounty.created_at.timestamp() == chain.w3.eth.get_block(bounty.block_number)["timestamp"]
+    event_blocks = set(AppliedLog.objects.values_list("block_number", flat=True))
+    kept = dict(IndexedBlock.objects.values_list("number", "hash"))
+    assert all(kept[number] == chain.w3.eth.get_block(number)["hash"].to_0x_hex() for number in event_blocks)
+    if stamped:  # headers only for the batches' ends and the blocks before them, and the polls
+        assert asked < len(event_blocks) // 2, (asked, event_blocks)
+    else:
+        assert asked >= len(event_blocks)
