@@ -15,7 +15,7 @@
 3. Backfill into a fresh SQLite file and into a fresh PostgreSQL database (created and dropped
    here), end to end as `run_indexer` does it: `Indexer.prepare()` (a first sync: a bulk
    backfill, the secondary indexes dropped), `Indexer.catch_up()` until caught up, then
-   `Indexer.build_indexes()`, timed separately as well; confirmations 0,
+   `IndexBuilder.build()` (the index builder's thread's work), timed separately as well; confirmations 0,
    BOUNTY_GETLOGS_MAX_BLOCKS `--max-span`; migrations run first, untimed. Afterwards the records,
    their statuses, the AppliedLog rows, the sync state and the indexes are checked against what
    the generator emitted.
@@ -631,7 +631,9 @@ def run_backfill(config: Any, meta: dict[str, Any], profile_lines: int) -> dict[
     while indexer.catch_up():
         pass
     indexed = time.perf_counter()
-    build_seconds = indexer.build_indexes() if indexer.indexes_to_build() else 0.0
+    deployment = indexer.ensure_deployment()
+    builder = indexer.index_builder
+    build_seconds = builder.build(deployment) if builder.indexes_to_build(deployment) else 0.0
     if profiler is not None:
         profiler.disable()
     seconds = time.perf_counter() - started

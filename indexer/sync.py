@@ -51,8 +51,6 @@ from indexer.startup import check_node, find_start_block
 from indexer.transitions import chain_time
 from records.models import Deployment
 
-__all__ = ["Indexer", "IndexerConfig"]
-
 logger = logging.getLogger(__name__)
 
 # A database that cannot be reached (restarting, failing over): Django's errors, and psycopg's for the
@@ -309,13 +307,6 @@ class Indexer:
     def prepare(self) -> None:
         """Before indexing: whether what lies ahead is a bulk backfill (indexer.index_build)."""
         self.index_builder.prepare(self.deployment or self.ensure_deployment(), lambda: self._head()[1])
-
-    def indexes_to_build(self) -> bool:
-        return self.index_builder.indexes_to_build(self.deployment or self.ensure_deployment())
-
-    def build_indexes(self) -> float:
-        """Builds the deferred secondary indexes; the seconds it took."""
-        return self.index_builder.build(self.deployment or self.ensure_deployment())
 
     # ------------------------------------------------------------------ indexing
 

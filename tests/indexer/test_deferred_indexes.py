@@ -81,13 +81,13 @@ def test_a_first_sync_writes_without_the_indexes_and_builds_them_once_caught_up(
     assert SyncState.objects.get().bulk_from_block == chain.deployment.start_block
 
     catch_up(indexer)
-    assert indexer.indexes_to_build()
+    assert indexer.index_builder.indexes_to_build(indexer.ensure_deployment())
     assert_mirror_equals_chain(chain.board, Deployment.objects.get())  # correct while deferred
-    indexer.build_indexes()
+    indexer.index_builder.build(indexer.ensure_deployment())
 
     assert indexes.missing_indexes() == []
     assert indexes.index_state() == IndexStateChoice.READY
-    assert not indexer.indexes_to_build()
+    assert not indexer.index_builder.indexes_to_build(indexer.ensure_deployment())
     assert_bodies_are_current(Deployment.objects.get())
 
 
@@ -116,7 +116,7 @@ def test_the_build_blocks_writes_only_when_no_other_deployment_writes(
         assert [job[0].split(" ON ")[1].split()[0] for job in plan[:3]] == [table for _, table in reversed(by_rows)]
         assert all("gin_trgm_ops" in job[0] and ("CONCURRENTLY" in job[0]) == others_hold_records for job in plan[:3])
         assert all(len(job) == 1 for job in plan) != others_hold_records  # one table's concurrent builds queue
-    indexer.build_indexes()
+    indexer.index_builder.build(indexer.ensure_deployment())
 
     assert builds == [others_hold_records]
     assert indexes.missing_indexes() == []
@@ -161,7 +161,7 @@ def test_a_caught_up_restart_keeps_every_index(chain: Chain) -> None:
     indexer = first_sync(chain)
     indexer.prepare()
     catch_up(indexer)
-    indexer.build_indexes()
+    indexer.index_builder.build(indexer.ensure_deployment())
     before = index_identities()
     _fund(chain)
     for n in range(3):
@@ -174,7 +174,7 @@ def test_a_caught_up_restart_keeps_every_index(chain: Chain) -> None:
 
     assert index_identities() == before  # not one dropped and made again
     assert SyncState.objects.get().bulk_from_block is None
-    assert not restarted.indexes_to_build()
+    assert not restarted.index_builder.indexes_to_build(restarted.ensure_deployment())
 
 
 def test_indexes_serving_a_deployment_larger_than_the_backfill_stay(chain: Chain) -> None:
@@ -213,9 +213,9 @@ def test_another_deployments_deferral_is_left_to_its_own_indexer(chain: Chain) -
     indexer = first_sync(chain)
     indexer.prepare()
     catch_up(indexer)
-    assert not indexer.indexes_to_build()
+    assert not indexer.index_builder.indexes_to_build(indexer.ensure_deployment())
     other.delete()  # gone: nobody else will build them
-    assert indexer.indexes_to_build()
+    assert indexer.index_builder.indexes_to_build(indexer.ensure_deployment())
 
 
 @override_settings(BOUNTY_DEFER_INDEXES="always")
@@ -240,7 +240,7 @@ def test_a_reorg_while_the_indexes_are_deferred_leaves_the_mirror_equal_to_the_n
     assert_mirror_equals_chain(chain.board, deployment)
     assert sorted(Bounty.objects.values_list("prompt", flat=True)) == [
         "ipfs://kept", *(f"ipfs://new-branch-{n}" for n in range(4))]
-    indexer.build_indexes()
+    indexer.index_builder.build(indexer.ensure_deployment())
     assert indexes.missing_indexes() == []
 
 
@@ -263,8 +263,8 @@ def test_an_index_left_by_an_interrupted_build_is_built_again_at_the_next_start(
 
     assert "bounty_status_idx" not in indexes.existing_indexes()
     assert indexes.index_state() == IndexStateChoice.DEFERRED
-    assert restarted.indexes_to_build()
-    restarted.build_indexes()
+    assert restarted.index_builder.indexes_to_build(restarted.ensure_deployment())
+    restarted.index_builder.build(restarted.ensure_deployment())
     assert indexes.existing_indexes()["bounty_status_idx"] is True
     assert indexes.missing_indexes() == []
 
@@ -281,7 +281,7 @@ def test_a_stop_cancels_the_build_keeping_no_index_and_the_next_build_makes_them
         indexes.build(indexer.deployment, stop=stop)
     assert {index.name for index in indexes.missing_indexes()} == deferred
     assert indexes.index_state() == IndexStateChoice.DEFERRED
-    indexer.build_indexes()
+    indexer.index_builder.build(indexer.ensure_deployment())
     assert indexes.missing_indexes() == []
 
 
@@ -299,7 +299,7 @@ def test_the_api_answers_the_same_while_the_indexes_are_deferred(chain: Chain, c
     paths = [path.format(chain_id=chain.deployment.chain_id, address=chain.deployment.contract_address)
              for path in LIST_QUERIES]
     deferred = [client.get(path) for path in paths]
-    indexer.build_indexes()
+    indexer.index_builder.build(indexer.ensure_deployment())
     cache.clear()  # the same data version: without this, the second answers would come from the cache
     built = [client.get(path) for path in paths]
     assert [r.status_code for r in deferred] == [200] * len(LIST_QUERIES)
