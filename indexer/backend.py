@@ -31,16 +31,12 @@ class Backend:
     trigram_indexes: bool
     # JSON documents read back whole are stored as `json` text, not parsed into `jsonb` (indexer.models).
     json_text_column: bool
-    # What makes a transaction read one snapshot throughout (indexer.proof); None: it does already
-    # (SQLite's read transaction).
-    snapshot_statement: str | None
 
 
 POSTGRESQL = Backend("postgresql", advisory_locks=True, writes_in_the_background=True, builds_beside_writes=True,
-                     trigram_indexes=True, json_text_column=True,
-                     snapshot_statement="SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+                     trigram_indexes=True, json_text_column=True)
 PORTABLE = Backend("sqlite", advisory_locks=False, writes_in_the_background=False, builds_beside_writes=False,
-                   trigram_indexes=False, json_text_column=False, snapshot_statement=None)
+                   trigram_indexes=False, json_text_column=False)
 
 
 def backend(connection: BaseDatabaseWrapper | None = None, *, vendor: str | None = None) -> Backend:

@@ -9,13 +9,14 @@ arrivals confirm:
 - every head poll bounds when the new blocks arrived: after the poll before (which lacked them),
   no later than the poll that found them;
 - the block time the timestamps give (the median of their recent steps) is trusted once
-  CONFIRM polls in a row, each precise enough to tell (its bounds narrower than the time it
-  measures), found the blocks when that block time said, and each block's own timestamp agreed
-  with its arrival;
+  CONFIRM polls in a row, each precise enough to tell (its bounds no wider than one and a half
+  times the time it measures), found the blocks when that block time said, and each block's own
+  timestamp agreed with its arrival;
 - a trusted rhythm is dropped as soon as one poll contradicts it: blocks that came sooner than it
   says (an automine chain), a timestamp that disagrees with the arrival (a clock moved, a jump),
   or a block overdue by more than SLOTS_LATE block times (a chain that halted);
-- without a trusted rhythm the indexer asks every `poll_interval` (BOUNTY_INDEXER_POLL_MS);
+- without a trusted rhythm the indexer asks every `poll_interval` (BOUNTY_INDEXER_POLL_MS), and
+  a step after a poll whose block the node lacked (the block is there);
   with one, when the next block is due (`BlockClock.wait`). No wait is ever longer than
   `ceiling` (BOUNTY_INDEXER_MAX_WAIT_MS).
 """
@@ -23,9 +24,12 @@ arrivals confirm:
 from __future__ import annotations
 
 import collections
+import logging
 import statistics
 import time
 from dataclasses import dataclass
+
+logger = logging.getLogger(__name__)
 
 CONFIRM = 6  # polls in a row that bear out the timestamps' block time before it is trusted
 SLOTS_LATE = 2  # a trusted rhythm's block later than this many block times: the chain halted
@@ -66,6 +70,7 @@ class BlockClock:
         self._agreed = 0  # precise polls in a row that bore the block time out
         self._missed = 0  # polls since the last block that found nothing new
         self._missed_at = 0.0  # when the last of them was sent (wall-clock seconds)
+        self._lacked = False  # the node lacked a block its head named: asked again a step later
 
     @property
     def step(self) -> float:
@@ -78,6 +83,7 @@ class BlockClock:
         """A poll sent at `sent` (wall-clock seconds) answered head `number` with `timestamp`;
         whether that head is new. A head lower than the newest seen is a backend behind the
         others: it teaches nothing."""
+        self._lacked = False
         last = self._last
         if last is not None and number < last.number:
             return False
@@ -89,9 +95,11 @@ class BlockClock:
         return True
 
     def asked_again(self) -> None:
-        """The node lacked a block the head's poll named (a backend behind): the next poll a step later."""
+        """The node lacked a block the head's poll named (a backend behind): the next poll a step
+        later, trusted rhythm or not (the block is there)."""
         self._missed += 1
         self._missed_at = time.time()
+        self._lacked = True
 
     def _seen(self, number: int, timestamp: int, sent: float) -> None:
         last, seen = self._last, Seen(number, timestamp, sent, self._polled)
@@ -115,7 +123,8 @@ class BlockClock:
         timestamps_agree = earliest - TIMESTAMP_SLACK - 0.1 * elapsed <= elapsed <= \
             latest + TIMESTAMP_SLACK + 0.1 * elapsed
         if self.block_time is None or not timestamps_agree:
-            self._distrust()
+            self._distrust(f"block {seen.number}'s timestamp is {elapsed} s after block {last.number}'s, and it came "
+                           f"{earliest:.2f}-{latest:.2f} s after it")
             return
         expected = self.block_time * blocks
         slack = ARRIVAL_SLACK + 0.1 * expected
@@ -125,15 +134,21 @@ class BlockClock:
         late = expected < earliest - slack or elapsed - TIMESTAMP_SLACK > expected + slack
         if self.trusted:
             if early or earliest > expected + SLOTS_LATE * self.block_time + slack:
-                self._distrust()
+                self._distrust(f"block {seen.number} came {earliest:.2f}-{latest:.2f} s after block {last.number} "
+                               f"(timestamps {elapsed} s apart), not about {expected:.2f} s")
             return
         if early or late:
             self._agreed = 0
-        elif latest - earliest <= expected:  # precise enough to tell
+        elif latest - earliest <= 1.5 * expected:  # precise enough to tell
             self._agreed += 1
-            self.trusted = self._agreed >= CONFIRM
+            if self._agreed >= CONFIRM:
+                self.trusted = True
+                logger.debug("a block every %.2f s, as the timestamps say and the arrivals bear out: polling when "
+                             "the next is due", self.block_time)
 
-    def _distrust(self) -> None:
+    def _distrust(self, why: str) -> None:
+        if self.trusted:
+            logger.debug("%s: polling every %.2f s until the rhythm is borne out again", why, self.poll_interval)
         self.trusted = False
         self._agreed = 0
 
@@ -158,6 +173,8 @@ class BlockClock:
 
     def _wait(self, now: float) -> float:
         last, block_time = self._last, self.block_time
+        if self._lacked:
+            return self.step
         if not self.trusted or block_time is None or last is None:
             return self.poll_interval
         if now - last.at > (1 + SLOTS_LATE) * block_time:  # overdue: a chain that halted, or a rhythm ended

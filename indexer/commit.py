@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import threading
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -79,6 +80,7 @@ class Committer:
         self.rate_limited_at: datetime | None = None  # when the node last limited the rate (for /health)
         self.node_asked: float | None = None  # when a request was last sent to the node, by any process
         self.calls_by_phase: Counter[str] = Counter()  # since this process started (for /health)
+        self._phases_lock = threading.Lock()  # counted from a bulk backfill's writer thread too
 
     @property
     def node_asked_at(self) -> datetime | None:
@@ -89,14 +91,16 @@ class Committer:
         the newest was sent, are noted for /health with the next write of the sync state."""
         self.metrics.rpc(counts)
         self.calls.count(counts)
-        self.calls_by_phase.update(counts.phases)
+        with self._phases_lock:
+            self.calls_by_phase.update(counts.phases)
         self._asked(counts)
         if counts.errors["rate_limited"]:
             self.rate_limited_at = timezone.now()
 
     def phase_calls(self, pending: RpcCounts | None = None) -> dict[str, int]:
         """The calls by phase since this process started, with those of `pending` not counted yet."""
-        calls = self.calls_by_phase + (pending.phases if pending is not None else Counter())
+        with self._phases_lock:
+            calls = self.calls_by_phase + (pending.phases if pending is not None else Counter())
         return {phase: calls[phase] for phase in PHASES}
 
     def _asked(self, counts: RpcCounts) -> None:

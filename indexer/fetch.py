@@ -33,6 +33,10 @@ Logs = list[dict[str, Any]]
 QUIET_BATCH_SECONDS = 1.0  # at most this long between the commits of a stretch without events
 _WAIT_STEP = 0.1  # seconds between looks at `stop` while waiting for a range
 PROBE_EVERY = 256  # ranges answered between two probes past a ceiling that a refusal left
+# Blocks below the head past which no reorganisation is expected (two epochs of Ethereum; an OP
+# Stack chain's blocks that deep are derived from L1 data): an event block that deep takes its hash
+# and time from its logs' `blockTimestamp`, without a header.
+STAMPED_DEPTH = 64
 
 
 @dataclass
@@ -317,10 +321,13 @@ class BatchReader:
     def _batch(self, first: int, last: int, raw_logs: list[dict[str, Any]], head: int, safe: int) -> Batch:
         """A batch of blocks first..last with the headers the commit needs: of its event blocks (their
         hash and time), of `last`, and of the block before it (whose hash must be the one indexed).
-        An event block whose logs all carry its `blockTimestamp` (geth 1.16 on, reth, anvil) needs
-        no header: its logs say its hash and time."""
+        An event block at least STAMPED_DEPTH below the head whose logs all carry its
+        `blockTimestamp` (geth 1.16 on, reth, anvil) needs no header: its logs say its hash and
+        time. A shallower one's header is asked after its logs, which a reorganisation between the
+        two shows (ChainChanged)."""
         events = self._decode(raw_logs, first, last)
-        stamped = _stamped_blocks(raw_logs)
+        stamped = {number: header for number, header in _stamped_blocks(raw_logs).items()
+                   if number <= head - STAMPED_DEPTH and number != last}
         numbers = {e.log.block_number for e in events} | {last}
         parent_number = first - 1 if first > self.start_block else None
         asked = {n for n in numbers if n not in stamped} | ({parent_number} if parent_number is not None else set())

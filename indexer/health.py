@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from indexer.indexes import index_state
 from indexer.models import IndexerProcess, IndexerRole, SyncState
+from indexer.rpc import UNREACHABLE_AFTER
 from records.models import Deployment
 
 
@@ -120,10 +121,12 @@ def indexer_health(deployment: Deployment | None, *, now: datetime | None = None
 
 
 def ask_allowance() -> float:
-    """Seconds a running indexer may go without sending the node a request: its longest wait
-    between two (BOUNTY_INDEXER_MAX_WAIT_MS) and a request's timeout (BOUNTY_RPC_TIMEOUT_SECONDS),
-    the most a step between two polls may take while it waits for an answer."""
-    return float(settings.BOUNTY_INDEXER_MAX_WAIT_SECONDS + settings.BOUNTY_RPC_TIMEOUT_SECONDS)
+    """Seconds a running indexer may go without recording that it asked the node: its longest wait
+    between two asks (BOUNTY_INDEXER_MAX_WAIT_MS), and the tries of a poll that the node does not
+    answer before it is declared unreachable (UNREACHABLE_AFTER requests of
+    BOUNTY_RPC_TIMEOUT_SECONDS each, with a second's backoff between them)."""
+    return float(settings.BOUNTY_INDEXER_MAX_WAIT_SECONDS
+                 + UNREACHABLE_AFTER * (settings.BOUNTY_RPC_TIMEOUT_SECONDS + 1))
 
 
 def _processes(deployment: Deployment | None, since: datetime) -> list[IndexerProcessHealth]:

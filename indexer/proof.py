@@ -17,19 +17,20 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from django.db import connection, transaction
 from eth_abi.abi import decode
+from eth_abi.exceptions import DecodingError
 from eth_utils.crypto import keccak
 
 from contracts.artifacts import bounty_abi
-from indexer.backend import backend
-from indexer.errors import IndexerError
-from indexer.models import SyncState
+from indexer.errors import IndexerError, NodeBehind, RetriesExhausted, RpcError
+from indexer.models import IndexedBlock, SyncState
 from indexer.rpc import RpcClient
 from indexer.transitions import chain_time
 from records.models import Bounty, BountyStatus, Deployment, Dispute, DisputeStatus, Submission, SubmissionStatus
+from records.snapshot import read_snapshot
 
 COUNTERS = ("bountyCount", "submissionCount", "disputeCount")
+BEHIND_RETRIES = 2  # a block the node does not know, asked again before it is believed gone
 
 
 @dataclass(frozen=True)
@@ -73,26 +74,31 @@ def _type(item: dict[str, Any]) -> str:
     return str(item["type"])
 
 
-def _call(name: str, argument: int | None, block: int, address: str) -> tuple[str, list[Any]]:
+def _call(name: str, argument: int | None, block: str, address: str) -> tuple[str, list[Any]]:
     selector, _ = _function(name)
     data = selector + (argument.to_bytes(32, "big") if argument is not None else b"")
-    return "eth_call", [{"to": address, "data": "0x" + data.hex()}, hex(block)]
+    return "eth_call", [{"to": address, "data": "0x" + data.hex()}, {"blockHash": block}]  # EIP-1898
 
 
 def _decoded(name: str, answer: Any) -> Any:
     _, types = _function(name)
-    if not isinstance(answer, str) or not answer.startswith("0x"):
-        raise IndexerError(f"{name} answered {answer!r}")
-    return decode(types, bytes.fromhex(answer[2:]))[0]
+    try:
+        return decode(types, bytes.fromhex(answer[2:]))[0]
+    except (TypeError, ValueError, DecodingError) as exc:
+        raise IndexerError(f"the contract's {name} answered {answer!r}, which does not decode ({exc}): is "
+                           "BOUNTY_CONTRACT_ADDRESS the bounty contract, on this node's chain?") from exc
 
 
-def contract_state(rpc: RpcClient, address: str, block: int) -> tuple[dict[str, list[Any]], int]:
-    """Each record kind's getters' answers at `block`, by ID (from 1), and the calls made."""
+def contract_state(rpc: RpcClient, address: str, block: str) -> tuple[dict[str, list[Any]], int]:
+    """Each record kind's getters' answers at the block of hash `block`, by ID (from 1), and the
+    calls made."""
     counts = [_decoded(name, answer) for name, answer in zip(
-        COUNTERS, rpc.batch([_call(name, None, block, address) for name in COUNTERS]), strict=True)]
+        COUNTERS, rpc.batch([_call(name, None, block, address) for name in COUNTERS], behind_retries=BEHIND_RETRIES),
+        strict=True)]
     state: dict[str, list[Any]] = {}
     for getter, count in zip(("getBounty", "getSubmission", "getDispute"), counts, strict=True):
-        answers = rpc.batch([_call(getter, record_id, block, address) for record_id in range(1, count + 1)])
+        answers = rpc.batch([_call(getter, record_id, block, address) for record_id in range(1, count + 1)],
+                            behind_retries=BEHIND_RETRIES)
         state[getter] = [_decoded(getter, answer) for answer in answers]
     return state, len(COUNTERS) + sum(counts)
 
@@ -118,11 +124,41 @@ def _counter(kind: str, mirrored: int, held: int) -> Iterator[Difference]:
         yield Difference(kind, None, "count", mirrored, held)
 
 
-def differences(deployment: Deployment, state: dict[str, list[Any]]) -> tuple[list[Difference], Counter[str]]:
-    """The mirror's records (as the database holds them now) against the contract's."""
-    bounties = {b.bounty_id: b for b in Bounty.objects.filter(deployment=deployment)}
-    submissions = {s.submission_id: s for s in Submission.objects.filter(deployment=deployment)}
-    disputes = {d.dispute_id: d for d in Dispute.objects.filter(deployment=deployment)}
+def _status(values: list[str], held: int) -> str:
+    return values[held] if 0 <= held < len(values) else f"a status the mirror does not know ({held})"
+
+
+@dataclass(frozen=True)
+class Mirror:
+    block: int
+    block_hash: str
+    bounties: dict[int, Bounty]
+    submissions: dict[int, Submission]
+    disputes: dict[int, Dispute]
+
+
+def mirror_at(deployment: Deployment, block: int | None) -> Mirror:
+    """The mirror's records and the block they are indexed to, read in one snapshot that does not
+    hold the indexer up; IndexerError when `block` is given and the mirror is indexed to another
+    (it holds no state of other blocks)."""
+    with read_snapshot():
+        indexed = SyncState.objects.filter(deployment=deployment).values_list("last_indexed_block", flat=True).first()
+        if indexed is None:
+            raise IndexerError("nothing is indexed yet: run run_indexer first")
+        if block is not None and block != indexed:
+            raise IndexerError(f"the mirror is indexed to block {indexed}, not {block}: it holds no state of other "
+                               "blocks (leave --block out, or stop the indexer once it is at that block)")
+        block_hash = IndexedBlock.objects.filter(deployment=deployment, number=indexed).values_list(
+            "hash", flat=True).get()  # each batch's last block is kept
+        return Mirror(indexed, block_hash,
+                      {b.bounty_id: b for b in Bounty.objects.filter(deployment=deployment)},
+                      {s.submission_id: s for s in Submission.objects.filter(deployment=deployment)},
+                      {d.dispute_id: d for d in Dispute.objects.filter(deployment=deployment)})
+
+
+def differences(mirror: Mirror, state: dict[str, list[Any]]) -> tuple[list[Difference], Counter[str]]:
+    """The mirror's records against the contract's."""
+    bounties, submissions, disputes = mirror.bounties, mirror.submissions, mirror.disputes
     held_bounties, held_submissions, held_disputes = state["getBounty"], state["getSubmission"], state["getDispute"]
     found: list[Difference] = [
         *_counter("bounty", len(bounties), len(held_bounties)),
@@ -138,7 +174,7 @@ def differences(deployment: Deployment, state: dict[str, list[Any]]) -> tuple[li
             found.append(Difference("bounty", number, "record", None, "held"))
             continue
         found.extend(_compare("bounty", number, [
-            ("poster", bounty.poster, _address(poster)), ("status", bounty.status, statuses[0][status]),
+            ("poster", bounty.poster, _address(poster)), ("status", bounty.status, _status(statuses[0], status)),
             ("duration", bounty.duration, duration), ("deadline", bounty.deadline, chain_time(deadline)),
             ("challenge_window", bounty.challenge_window, window), ("bounty_amount", bounty.bounty_amount, reward),
             ("fee_amount", bounty.fee_amount, fee), ("bond_amount", bounty.bond_amount, bond),
@@ -153,7 +189,7 @@ def differences(deployment: Deployment, state: dict[str, list[Any]]) -> tuple[li
             continue
         found.extend(_compare("submission", number, [
             ("bounty_id", submission.bounty_id, bounty_id), ("claimant", submission.claimant, _address(claimant)),
-            ("status", submission.status, statuses[1][status]),
+            ("status", submission.status, _status(statuses[1], status)),
             ("review_deadline", submission.review_deadline, chain_time(review_deadline)),
             ("bond_amount", submission.bond_amount, bond),
             ("metadata_hash", submission.metadata_hash, _hash(metadata_hash)),
@@ -169,7 +205,7 @@ def differences(deployment: Deployment, state: dict[str, list[Any]]) -> tuple[li
         found.extend(_compare("dispute", number, [
             ("submission_id", dispute.submission_id, submission_id), ("bounty_id", dispute.bounty_id, parent),
             ("challenger", dispute.challenger_id, _address(challenger)),
-            ("status", dispute.status, statuses[2][status]), ("bond_amount", dispute.bond_amount, bond),
+            ("status", dispute.status, _status(statuses[2], status)), ("bond_amount", dispute.bond_amount, bond),
             ("metadata_hash", dispute.metadata_hash, _hash(metadata_hash)),
             ("metadata_uri", dispute.metadata_uri, metadata_uri),
         ]))
@@ -177,19 +213,15 @@ def differences(deployment: Deployment, state: dict[str, list[Any]]) -> tuple[li
 
 
 def prove(rpc: RpcClient, deployment: Deployment, block: int | None = None) -> Proof:
-    """The mirror against the contract at the block it is indexed to, read in one snapshot of the
-    database while an indexer may write on; IndexerError when `block` is given and the mirror is
-    indexed to another (it holds no state of earlier blocks)."""
-    with transaction.atomic():
-        if (statement := backend().snapshot_statement) is not None:
-            with connection.cursor() as cursor:
-                cursor.execute(statement)
-        indexed = SyncState.objects.filter(deployment=deployment).values_list("last_indexed_block", flat=True).first()
-        if indexed is None:
-            raise IndexerError("nothing is indexed yet: run run_indexer first")
-        if block is not None and block != indexed:
-            raise IndexerError(f"the mirror is indexed to block {indexed}, not {block}: it holds no state of other "
-                               "blocks (leave --block out, or stop the indexer once it is at that block)")
-        state, calls = contract_state(rpc, deployment.contract_address, indexed)
-        found, records = differences(deployment, state)
-    return Proof(indexed, records, calls, found)
+    """The mirror against the contract at the block the mirror is indexed to (by that block's hash,
+    so that a block since replaced is an error, never a false difference)."""
+    mirror = mirror_at(deployment, block)
+    try:
+        state, calls = contract_state(rpc, deployment.contract_address, mirror.block_hash)
+    except (NodeBehind, RpcError) as exc:
+        if isinstance(exc, RetriesExhausted):
+            raise
+        raise IndexerError(f"the node cannot read the contract at block {mirror.block} ({mirror.block_hash}): {exc}; "
+                           "if the block was replaced, the indexer undoes it: verify again once it has") from exc
+    found, records = differences(mirror, state)
+    return Proof(mirror.block, records, calls, found)

@@ -11,10 +11,11 @@ from typing import Any
 from eth_utils.crypto import keccak
 
 from indexer.config import IndexerConfig
-from indexer.errors import IndexerError, RpcError
+from indexer.errors import IndexerError, NodeBehind, RetriesExhausted, RpcError
 from indexer.rpc import UNREACHABLE_AFTER, RpcClient
 
 USDC_DECIMALS = 6  # the amounts the service shows are in units of 10^-6 USDC
+BEHIND_RETRIES = 2  # a block whose state the node says it lacks, asked again before that is believed
 
 
 def check_node(rpc: RpcClient, config: IndexerConfig, head: Callable[[], object]) -> None:
@@ -78,16 +79,22 @@ def view_words(rpc: RpcClient, views: list[tuple[str, str]]) -> list[str | None]
 
 
 def find_start_block(rpc: RpcClient, contract: str) -> int:
-    """The block the contract was deployed in: the first with code at its address, by bisection
-    on eth_getCode over the node's history (about log2(head) calls), checked by construction: no
-    code the block before, code at it. IndexerError naming BOUNTY_START_BLOCK when the node does
-    not keep the state of old blocks (a full node that is not an archive)."""
+    """The block the contract was deployed in: the first with code at its address. Searched back
+    from the head in growing steps (so a node that keeps only recent state still finds a contract
+    deployed within it), then by bisection between the last block found without code and the
+    first with it: about 2 x log2(the contract's age in blocks) eth_getCode calls, checked by
+    construction (no code the block before, code at it). IndexerError naming BOUNTY_START_BLOCK
+    when the node does not keep the state of the blocks asked (a full node, not an archive); a
+    node that does not answer is RetriesExhausted, waited for as usual."""
     head = int(rpc.call("eth_blockNumber", [], failures=UNREACHABLE_AFTER), 16)
 
     def has_code(number: int) -> bool:
         try:
-            code = rpc.call("eth_getCode", [contract, hex(number)], failures=UNREACHABLE_AFTER)
-        except RpcError as exc:
+            code = rpc.call("eth_getCode", [contract, hex(number)], behind_retries=BEHIND_RETRIES,
+                            failures=UNREACHABLE_AFTER)
+        except RetriesExhausted:
+            raise
+        except (RpcError, NodeBehind) as exc:
             raise IndexerError(
                 f"the node at {rpc.node} cannot tell when the contract at BOUNTY_CONTRACT_ADDRESS {contract} was "
                 f"deployed: eth_getCode at block {number} answered {exc} (it keeps no state that old); set "
@@ -96,9 +103,15 @@ def find_start_block(rpc: RpcClient, contract: str) -> int:
 
     if not has_code(head):
         raise IndexerError(f"no contract at BOUNTY_CONTRACT_ADDRESS {contract} at block {head}")
-    if has_code(0):
-        return 0
-    without, with_code = 0, head  # no code at `without`, code at `with_code`
+    with_code, step = head, 1  # code at `with_code`
+    while True:
+        probe = max(0, with_code - step)
+        if not has_code(probe):
+            without = probe
+            break
+        if probe == 0:
+            return 0  # in the genesis state
+        with_code, step = probe, step * 2
     while with_code - without > 1:
         middle = (without + with_code) // 2
         if has_code(middle):

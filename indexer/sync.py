@@ -46,7 +46,7 @@ from indexer.pipeline import database_connections_of_our_own
 from indexer.realtime import Realtime
 from indexer.reorg import Reorganisations
 from indexer.reread import Rereads
-from indexer.rpc import UNREACHABLE_AFTER, RetriesExhausted, RpcClient, Stopped
+from indexer.rpc import UNREACHABLE_AFTER, Backoff, RetriesExhausted, RpcClient, Stopped
 from indexer.startup import check_node, find_start_block
 from indexer.transitions import chain_time
 from records.models import Deployment
@@ -69,6 +69,7 @@ class Indexer:
         self.config = config
         self.stop = stop or threading.Event()
         self.rpc = rpc or RpcClient(config.rpc_url, timeout=config.rpc_timeout, stop=self.stop,
+                                    backoff=Backoff(cap=min(Backoff.cap, config.max_wait)),  # no wait past the ceiling
                                     pacer=Pacer(max_concurrency=config.max_concurrency,
                                                 requests_per_second=config.requests_per_second))
         self.metrics = IndexerMetrics(config.chain_id, config.contract_address)
@@ -126,7 +127,13 @@ class Indexer:
             return
         deployment = self.deployment or self.ensure_deployment()
         found = SyncState.objects.filter(deployment=deployment).values_list("found_start_block", flat=True).get()
-        if found is None:
+        indexed = SyncState.objects.filter(deployment=deployment).values_list("last_indexed_block", flat=True).get()
+        if found is None and indexed is not None:  # indexed before unset meant block 0: from there still
+            found = 0
+            SyncState.objects.filter(deployment=deployment).update(found_start_block=found)
+            logger.info("BOUNTY_START_BLOCK is unset and this mirror was indexed from block 0 (what unset meant "
+                        "before): going on from there")
+        elif found is None:
             found = find_start_block(self.rpc, self.config.contract_address)
             SyncState.objects.filter(deployment=deployment).update(found_start_block=found)
             logger.info("the contract was deployed in block %d: indexing from there (BOUNTY_START_BLOCK unset)", found)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from functools import reduce
 from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
@@ -27,6 +26,7 @@ from records.merged_order import Key, page_elements
 from records.models import Bounty, Deployment, Dispute, DisputeReviewQueue, ModeratorNote, Submission
 from records.representation import JsonRecord
 from records.search import matching, search_term
+from records.snapshot import read_snapshot
 
 RecordT = TypeVar("RecordT", Bounty, Submission, Dispute)
 BIGINT_MAX = 2**63 - 1  # the database's integer
@@ -300,34 +300,6 @@ def _id_range_page(kind: RecordKind, records: QuerySet[Any], ranges: list[IdRang
     id_field = kind.id_field
     edge = {f"{id_field}__lte" if descending else f"{id_field}__gte": below}
     return _page_rows(kind, records.filter(**edge)[skip : skip + limit])
-
-
-@contextmanager
-def read_snapshot() -> Iterator[None]:
-    """Runs the reads inside in one read-only transaction that sees the database as of its first
-    read, without blocking the indexer: REPEATABLE READ, READ ONLY on PostgreSQL; on SQLite a
-    deferred BEGIN, one WAL snapshot (Django's own transactions there are BEGIN IMMEDIATE, which
-    takes the write lock). Inside a transaction already (a test's, say), the reads share that one."""
-    if connection.in_atomic_block:
-        yield
-        return
-    connection.ensure_connection()
-    if connection.vendor == "postgresql":
-        connection.set_autocommit(False)
-        with connection.cursor() as cursor:
-            cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-    else:
-        with connection.cursor() as cursor:
-            cursor.execute("BEGIN DEFERRED")
-    try:
-        yield
-    finally:
-        if connection.vendor == "postgresql":
-            connection.rollback()
-            connection.set_autocommit(True)
-        else:
-            with connection.cursor() as cursor:
-                cursor.execute("ROLLBACK")
 
 
 def _merged_time_page(kind: RecordKind, ranges: list[IdRange], offset: int, limit: int, *,

@@ -180,7 +180,8 @@ class HealthIndexerSerializer(serializers.Serializer[Any]):
         allow_null=True, help_text="how long ago the indexer last sent the node a request; null before the first")
     node_ask_overdue = serializers.BooleanField(
         help_text="the running indexer has not asked the node for longer than BOUNTY_INDEXER_MAX_WAIT_MS plus "
-                  "BOUNTY_RPC_TIMEOUT_SECONDS allow (it should never happen; status is degraded)")
+                  "the tries of a poll the node does not answer (3 x BOUNTY_RPC_TIMEOUT_SECONDS, plus 3 s) allow "
+                  "(it should never happen; status is degraded)")
     last_heartbeat = serializers.DateTimeField(allow_null=True)
     indexes = serializers.ChoiceField(
         choices=["ready", "deferred", "building"],

@@ -25,9 +25,9 @@ from records.selectors import (
     ListQuery,
     active_deployment,
     last_seq,
-    read_snapshot,
     record_bodies,
 )
+from records.snapshot import read_snapshot
 from records.ws.messages import MessageBatch, SnapshotComplete, SnapshotCounts, SnapshotMessage, SnapshotType, encode
 from records.ws.outbox import Send, TooSlow
 

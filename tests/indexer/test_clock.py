@@ -213,3 +213,19 @@ def test_the_rhythm_is_trusted_only_once_the_arrivals_bear_it_out() -> None:
     assert clock.block_time is None and not clock.trusted and clock.wait(101.0) == POLL
     run = replay(steady(12))
     assert statistics.median(run.polls[i + 1] - run.polls[i] for i in range(len(run.polls) - 1)) <= POLL
+
+
+def test_the_rhythm_is_trusted_at_the_sixth_precise_poll_that_bears_it_out() -> None:
+    """Each block seen a tenth of a second after a poll that lacked it: precise polls. The block
+    time is known from the third step; trust comes at the sixth poll that bears it out, not before."""
+    clock = BlockClock(poll_interval=POLL, ceiling=CEILING)
+    trusted_at = None
+    for number in range(20):
+        made = 1_000.0 + number
+        if number:
+            clock.polled(number - 1, int(made) - 1, made - 0.05)  # too early
+        clock.polled(number, int(made), made + 0.05)
+        if clock.trusted and trusted_at is None:
+            trusted_at = number
+    assert trusted_at == 3 + 6 - 1  # the block time known at block 3, borne out by blocks 3 to 8
+

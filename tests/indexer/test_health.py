@@ -39,8 +39,8 @@ def test_a_recent_heartbeat_within_the_lag_threshold_is_running_and_synced() -> 
 @override_settings(BOUNTY_INDEXER_MAX_WAIT_SECONDS=15.0, BOUNTY_RPC_TIMEOUT_SECONDS=20,
                    BOUNTY_HEALTH_HEARTBEAT_SECONDS=60)
 @pytest.mark.parametrize(("asked_ago", "heartbeat_age", "overdue"), [
-    pytest.param(35, 5, False, id="within-the-ceiling-and-a-timeout"),
-    pytest.param(36, 5, True, id="past-them"),
+    pytest.param(78, 5, False, id="within-the-ceiling-and-an-unanswered-polls-tries"),
+    pytest.param(79, 5, True, id="past-them"),
     pytest.param(300, 61, False, id="no-indexer-running"),
 ])
 def test_an_indexer_that_has_not_asked_the_node_past_its_ceiling_is_overdue(asked_ago: int, heartbeat_age: int,

@@ -5,6 +5,7 @@ are each named with the record and the field, and the command exits 1."""
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 
@@ -15,7 +16,8 @@ from indexer.sync import Indexer
 from records.models import Bounty, Dispute, Submission
 from tests.chain import Chain
 from tests.indexer.conftest import catch_up_to_head, config_for, process_env
-from tests.indexer.test_run_indexer_command import PROJECT_DIR
+from tests.indexer.test_run_indexer_command import PROJECT_DIR, create_bounty, start, wait_until
+from tests.node_proxy import NodeLimits, NodeProxy
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -70,3 +72,26 @@ def test_another_block_than_the_mirrors_is_refused_saying_why(chain: Chain, mirr
     assert result.returncode == 1
     assert f"the mirror is indexed to block {chain.w3.eth.block_number}, not 1" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_it_reads_one_snapshot_while_the_indexer_writes_on(chain: Chain, mirrored: Indexer) -> None:
+    """A slow proof (a node 300 ms away that takes one call a request) holds neither the database
+    nor the indexer up: a bounty posted meanwhile is indexed before the proof ends, and the proof,
+    of the block the mirror was at when it began, passes."""
+    indexer = start(process_env(chain))
+    try:
+        with NodeProxy(chain.deployment.rpc_url, NodeLimits(latency=0.3, max_batch=1)) as node:
+            proof = subprocess.Popen([sys.executable, "manage.py", "verify_mirror"], cwd=PROJECT_DIR,
+                                     env=process_env(chain, BOUNTY_RPC_URL=node.url), text=True,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            wait_until(lambda: node.stats.calls["eth_call"] >= 3, timeout=30)  # reading the contract
+            create_bounty(chain, "ipfs://during-the-proof")
+            wait_until(lambda: Bounty.objects.filter(prompt="ipfs://during-the-proof").exists(), timeout=3)
+            assert proof.poll() is None, "the proof ended before the bounty was indexed: too quick to tell"
+            output, errors = proof.communicate(timeout=60)
+    finally:
+        indexer.send_signal(signal.SIGTERM)
+        indexer.communicate(timeout=30)
+    assert proof.returncode == 0, errors
+    assert "equals the contract at block" in output
+

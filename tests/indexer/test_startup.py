@@ -72,7 +72,8 @@ def test_an_unset_start_block_is_the_contracts_deployment_block_found_in_log2_he
     assert process.returncode == 0, output
     assert SyncState.objects.get().found_start_block == deployed
     assert f"the contract was deployed in block {deployed}: indexing from there" in output
-    assert stats.calls["eth_getCode"] <= math.ceil(math.log2(head)) + 3  # the start-up check's, head, genesis
+    age = head - deployed
+    assert stats.calls["eth_getCode"] <= 2 * math.ceil(math.log2(age)) + 3  # back from the head, then bisection
     assert stats.lowest_block_read is not None and stats.lowest_block_read >= deployed
     assert Bounty.objects.count() == chain.board.functions.bountyCount().call()
     health = indexer_health(Deployment.objects.get())
@@ -89,13 +90,13 @@ def test_the_found_start_block_is_kept_and_read_from_the_database_next_time(arch
         again.find_start_block()
         catch_up_to_head(again)
         stats = node.reset_stats()
-    assert asked >= 10 and stats.calls["eth_getCode"] == 0
+    assert asked >= 3 and stats.calls["eth_getCode"] == 0
     assert first.config.start_block == again.config.start_block == _deployed(chain)
     assert stats.lowest_block_read == again.config.start_block
 
 
 def test_a_node_without_the_old_state_stops_it_naming_bounty_start_block(chain: Chain) -> None:
-    with NodeProxy(chain.deployment.rpc_url, NodeLimits(gap=QUIET, gap_after=0, state_kept=128)) as node:
+    with NodeProxy(chain.deployment.rpc_url, NodeLimits(gap=QUIET, gap_after=0, state_kept=4)) as node:
         result = run(_env_without_a_start_block(chain, node))
         stats = node.stats
     assert result.returncode == 1
@@ -104,6 +105,14 @@ def test_a_node_without_the_old_state_stops_it_naming_bounty_start_block(chain: 
     assert "Traceback" not in result.stderr
     assert stats.calls["eth_getLogs"] == 0
     assert SyncState.objects.get().last_indexed_block is None
+
+
+def test_a_contract_deployed_within_the_state_a_full_node_keeps_is_found(archive: Chain) -> None:
+    chain = archive
+    with NodeProxy(chain.deployment.rpc_url, NodeLimits(state_kept=64)) as node:  # no gap: deployed blocks ago
+        indexer = Indexer(config_for(chain, BOUNTY_RPC_URL=node.url, BOUNTY_START_BLOCK=None))
+        indexer.find_start_block()
+    assert indexer.config.start_block == _deployed(chain) - QUIET
 
 
 def test_a_configured_start_block_is_shown_as_configured(chain: Chain, settings: Any) -> None:

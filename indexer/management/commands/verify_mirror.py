@@ -37,6 +37,10 @@ class Command(BaseCommand):
                             pacer=Pacer(max_concurrency=config.max_concurrency,
                                         requests_per_second=config.requests_per_second))
             try:
+                chain_id = int(rpc.call("eth_chainId", []), 16)
+                if chain_id != config.chain_id:
+                    raise IndexerError(f"the node at {rpc.node} is on chain {chain_id}, but BOUNTY_CHAIN_ID is "
+                                       f"{config.chain_id}")
                 proof = prove(rpc, deployment, options["block"])
             finally:
                 rpc.close()

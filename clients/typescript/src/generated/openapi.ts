@@ -458,7 +458,7 @@ export interface components {
             node_last_asked_at: string | null;
             /** @description how long ago the indexer last sent the node a request; null before the first */
             node_last_asked_seconds: number | null;
-            /** @description the running indexer has not asked the node for longer than BOUNTY_INDEXER_MAX_WAIT_MS plus BOUNTY_RPC_TIMEOUT_SECONDS allow (it should never happen; status is degraded) */
+            /** @description the running indexer has not asked the node for longer than BOUNTY_INDEXER_MAX_WAIT_MS plus the tries of a poll the node does not answer (3 x BOUNTY_RPC_TIMEOUT_SECONDS, plus 3 s) allow (it should never happen; status is degraded) */
             node_ask_overdue: boolean;
             /** Format: date-time */
             last_heartbeat: string | null;

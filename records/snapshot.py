@@ -1,0 +1,36 @@
+"""One snapshot of the database for reads that build on one another, whichever database it is."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from django.db import connection
+
+
+@contextmanager
+def read_snapshot() -> Iterator[None]:
+    """Runs the reads inside in one read-only transaction that sees the database as of its first
+    read, without blocking the indexer: REPEATABLE READ, READ ONLY on PostgreSQL; on SQLite a
+    deferred BEGIN, one WAL snapshot (Django's own transactions there are BEGIN IMMEDIATE, which
+    takes the write lock). Inside a transaction already (a test's, say), the reads share that one."""
+    if connection.in_atomic_block:
+        yield
+        return
+    connection.ensure_connection()
+    if connection.vendor == "postgresql":
+        connection.set_autocommit(False)
+        with connection.cursor() as cursor:
+            cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+    else:
+        with connection.cursor() as cursor:
+            cursor.execute("BEGIN DEFERRED")
+    try:
+        yield
+    finally:
+        if connection.vendor == "postgresql":
+            connection.rollback()
+            connection.set_autocommit(True)
+        else:
+            with connection.cursor() as cursor:
+                cursor.execute("ROLLBACK")
