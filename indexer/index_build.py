@@ -54,7 +54,7 @@ class IndexBuilder:
                         f"indexes {indexes.index_state()}")
             return
         safe = safe_head()
-        last = state.last_indexed_block if state.last_indexed_block is not None else self.start_block - 1
+        last = state.indexed_to(self.start_block)
         if safe - last <= settings.BOUNTY_HEALTH_MAX_LAG_BLOCKS or not self._is_bulk(deployment, safe):
             return
         with transaction.atomic():  # the bulk backfill and its deferred indexes, or neither

@@ -92,6 +92,14 @@ class SyncState(models.Model):
     def __str__(self) -> str:
         return f"sync state of {self.deployment}"
 
+    def indexed_to(self, start_block: int) -> int:
+        """The newest block whose logs are all applied; before any, the block before `start_block`."""
+        return self.last_indexed_block if self.last_indexed_block is not None else start_block - 1
+
+    def read_twice_to(self, start_block: int) -> int:
+        """The newest block read by range; before any, the block before `start_block`."""
+        return self.reread_block if self.reread_block is not None else start_block - 1
+
 
 class IndexerRole(models.TextChoices):
     WRITER = "writer"  # holds the deployment's writer lock (indexer.locks)

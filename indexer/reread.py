@@ -48,7 +48,7 @@ class Rereads:
         indexed = state.last_indexed_block
         if indexed is None:
             return None
-        first = (state.reread_block if state.reread_block is not None else self.start_block - 1) + 1
+        first = state.read_twice_to(self.start_block) + 1
         last = min(indexed, settled)
         return (first, last) if first <= last else None
 

@@ -327,7 +327,7 @@ class Indexer:
         start = self.start_block  # known: run() found it first
         deployment = self.deployment or self.ensure_deployment()
         state = SyncState.objects.get(deployment=deployment)
-        last = state.last_indexed_block if state.last_indexed_block is not None else start - 1
+        last = state.indexed_to(start)
         historical = True  # which phase an event of a record the mirror lacks came in
         self.rpc.phase = "realtime"  # following the head: its poll, the checks of the indexed tip
         try:
@@ -382,8 +382,7 @@ class Indexer:
         An event read by range after blocks all read twice means the mirror really lacks the
         record (BOUNTY_START_BLOCK after the contract's deployment): the indexer stops, saying so."""
         state = SyncState.objects.get(deployment=deployment)
-        last = state.last_indexed_block if state.last_indexed_block is not None else self.start_block - 1
-        read_twice = state.reread_block if state.reread_block is not None else self.start_block - 1
+        last, read_twice = state.indexed_to(self.start_block), state.read_twice_to(self.start_block)
         if read_twice >= last and historical:
             raise inconsistent
         if self._inconsistent_at != last:
