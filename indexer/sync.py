@@ -126,20 +126,21 @@ class Indexer:
         if self.config.start_block is not None:
             return
         deployment = self.deployment or self.ensure_deployment()
-        found = SyncState.objects.filter(deployment=deployment).values_list("found_start_block", flat=True).get()
-        indexed = SyncState.objects.filter(deployment=deployment).values_list("last_indexed_block", flat=True).get()
-        if found is None and indexed is not None:  # indexed before unset meant block 0: from there still
-            found = 0
-            SyncState.objects.filter(deployment=deployment).update(found_start_block=found)
-            logger.info("BOUNTY_START_BLOCK is unset and this mirror was indexed from block 0 (what unset meant "
-                        "before): going on from there")
-        elif found is None:
-            found = find_start_block(self.rpc, self.config.contract_address)
-            SyncState.objects.filter(deployment=deployment).update(found_start_block=found)
-            logger.info("the contract was deployed in block %d: indexing from there (BOUNTY_START_BLOCK unset)", found)
-        else:
+        state = SyncState.objects.filter(deployment=deployment)
+        found, indexed = state.values_list("found_start_block", "last_indexed_block").get()
+        if found is not None:
             logger.info("indexing from block %d, the contract's deployment block found before (BOUNTY_START_BLOCK "
                         "unset)", found)
+        else:
+            if indexed is not None:  # indexed before unset meant block 0: from there still
+                found = 0
+                logger.info("BOUNTY_START_BLOCK is unset and this mirror was indexed from block 0 (what unset meant "
+                            "before): going on from there")
+            else:
+                found = find_start_block(self.rpc, self.config.contract_address)
+                logger.info("the contract was deployed in block %d: indexing from there (BOUNTY_START_BLOCK unset)",
+                            found)
+            state.update(found_start_block=found)
         self.config = dataclasses.replace(self.config, start_block=found)
         self._assemble()
 
