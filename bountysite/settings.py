@@ -187,6 +187,11 @@ BOUNTY_RPC_TIMEOUT_SECONDS = env_int("BOUNTY_RPC_TIMEOUT_SECONDS", 20, minimum=1
 # calls per second, each call of a batch counted (unset: none, the node's 429s are the limit).
 BOUNTY_RPC_MAX_CONCURRENCY = env_int("BOUNTY_RPC_MAX_CONCURRENCY", 16, minimum=1, maximum=256)
 BOUNTY_RPC_MAX_REQUESTS_PER_SECOND = env_int("BOUNTY_RPC_MAX_REQUESTS_PER_SECOND", None, minimum=1)
+# An explorer's JSON-RPC endpoint (Blockscout: https://<explorer>/api/eth-rpc) that guides the
+# historical phase to the blocks holding the contract's logs (indexer.explorer), with a budget of
+# its own; unset: every block is read by range through the node.
+BOUNTY_EXPLORER_RPC_URL = env_url("BOUNTY_EXPLORER_RPC_URL", None, schemes=("http", "https"))
+BOUNTY_EXPLORER_MAX_REQUESTS_PER_SECOND = env_int("BOUNTY_EXPLORER_MAX_REQUESTS_PER_SECOND", 5, minimum=1)
 # A backfill that will add more rows than the record tables hold builds their secondary indexes
 # after catching up (indexer.indexes): auto decides so, always / never force it.
 BOUNTY_DEFER_INDEXES = env_choice("BOUNTY_DEFER_INDEXES", "auto", choices=("auto", "always", "never"))

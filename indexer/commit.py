@@ -155,8 +155,10 @@ class Committer:
         store.load(batch.events)
         times = {number: chain_time(int(header["timestamp"], 16)) for number, header in batch.headers.items()}
         # A reorganisation never rolls back to below the oldest block hash kept after this batch
-        # (see indexer.reorg), so the logs of the blocks up to there need no undo entries.
-        undo_floor = batch.to - self.kept_blocks
+        # (see indexer.reorg), so the logs of the blocks up to there need no undo entries; unless
+        # an explorer guided the sync, until its proof (indexer.proof.prove_guided).
+        unproven = batch.guided or state.guided_from_block is not None
+        undo_floor = -1 if unproven else batch.to - self.kept_blocks
         # The ledger's rows as the database takes them (bulk.ConvertedRows): the decoder checked
         # the hashes, and the undo entries are JSON text.
         ledger = ConvertedRows()
@@ -187,7 +189,10 @@ class Committer:
                                                          for number, header in batch.headers.items()])
         if entries:  # wake the websocket feeds of every server process once this commits
             transaction.on_commit(notify_changes)
-        IndexedBlock.objects.filter(deployment=deployment, number__lt=batch.to - self.kept_blocks).delete()
+        if batch.guided and locked.guided_from_block is None:
+            locked.guided_from_block = batch.start
+        if locked.guided_from_block is None:  # else kept until the proof: a repair may roll back to them
+            IndexedBlock.objects.filter(deployment=deployment, number__lt=batch.to - self.kept_blocks).delete()
         if batch.final:
             locked.backfill_from_block = locked.backfill_to_block = None
         else:

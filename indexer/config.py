@@ -38,6 +38,8 @@ class IndexerConfig:
     rpc_timeout: float  # seconds for each request to the node
     max_concurrency: int  # requests to the node in flight at most
     requests_per_second: int | None  # the plan's budget of calls (None: the node's 429s tell)
+    explorer_url: str | None = None  # an explorer's eth-rpc endpoint that guides the historical phase
+    explorer_requests_per_second: int = 5
 
     @classmethod
     def from_settings(cls) -> IndexerConfig:
@@ -68,4 +70,6 @@ class IndexerConfig:
             rpc_timeout=settings.BOUNTY_RPC_TIMEOUT_SECONDS,
             max_concurrency=settings.BOUNTY_RPC_MAX_CONCURRENCY,
             requests_per_second=settings.BOUNTY_RPC_MAX_REQUESTS_PER_SECOND,
+            explorer_url=settings.BOUNTY_EXPLORER_RPC_URL,
+            explorer_requests_per_second=settings.BOUNTY_EXPLORER_MAX_REQUESTS_PER_SECOND,
         )

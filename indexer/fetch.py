@@ -24,6 +24,7 @@ from typing import Any
 
 from indexer.errors import BatchTooLarge, ChainChanged, IndexerError, RangeTooLarge, RetriesExhausted, RpcError, Stopped
 from indexer.events import RECORD_EVENT_TOPICS, RecordEvent, UndecodableLog, decode_log
+from indexer.explorer import ExplorerGuide
 from indexer.refusals import RefusalKind
 from indexer.rpc import RpcClient, RpcCounts, is_not_served
 
@@ -178,6 +179,7 @@ class Batch:
     parent_hash: str | None  # the hash of block start - 1 when this was read (None: before the start block)
     rpc: RpcCounts = field(default_factory=RpcCounts)  # the calls made to read it, for the metrics
     by_range: bool = True  # read by range (below the realtime phase's blocks), not block by block
+    guided: bool = False  # its empty blocks empty on an explorer's word (indexer.explorer), proven later
 
     @property
     def final(self) -> bool:
@@ -281,8 +283,9 @@ class BatchReader:
     checks use."""
 
     def __init__(self, rpc: RpcClient, *, address: str, start_block: int, span: int, max_span: int,
-                 batch_logs: int) -> None:
+                 batch_logs: int, guide: ExplorerGuide | None = None) -> None:
         self.rpc = rpc
+        self.guide = guide  # an explorer that names the blocks to read, ahead of the ranges
         self.fetcher = LogFetcher(rpc, address, span=span, max_span=max_span, target_logs=batch_logs)
         self.address = address
         self.start_block = start_block
@@ -292,6 +295,8 @@ class BatchReader:
     def use(self, rpc: RpcClient) -> None:
         """Reads through this client from now on (a forked process's own)."""
         self.rpc = self.fetcher.rpc = rpc
+        if self.guide is not None:
+            self.guide.use(rpc)
 
     def read(self, start: int, safe: int, head: int, final: int | None = None) -> Iterator[Batch]:
         """The record events of blocks start..safe in batches of about `batch_logs` events, each
@@ -304,7 +309,19 @@ class BatchReader:
         stretch costs one request for headers a second, not one a range. ChainChanged when blocks
         changed while being read: the caller checks the indexed blocks again. Each batch carries
         the safe head the sync runs to, `final` (default `safe`): the realtime phase reads on from
-        `safe` when it is lower."""
+        `safe` when it is lower.
+
+        With an explorer (`guide`), the blocks it has indexed come first, as it guides
+        (indexer.explorer): batches marked `guided`; the blocks after them by range."""
+        if self.guide is not None:
+            for first, to, guided_logs in self.guide.read(start, safe):
+                for part_first, part_last, part in split_logs(self._relevant(guided_logs), first, to, self.sizes):
+                    batch = self._batch(part_first, part_last, part, head, safe if final is None else final)
+                    batch.guided = True
+                    yield batch
+                start = to + 1
+            if start > safe:
+                return
         gathered: list[tuple[int, dict[str, Any]]] = []
         first = start
         cut_by = time.monotonic() + QUIET_BATCH_SECONDS

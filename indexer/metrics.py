@@ -64,6 +64,10 @@ class IndexerMetrics:
             "bounty_indexer_reread_repairs", "Logs the first reading of a block near the head lost and its second "
             "reading by range found (each repaired by rolling back to the block before).", _DEPLOYMENT,
             registry=registry).labels(*labels)
+        self.mirror_proofs = Counter(
+            "bounty_indexer_mirror_proofs", "Proofs of the mirror against the contract's state after a sync an "
+            "explorer guided, by outcome: equal, or differs (the guided blocks then read again by range).",
+            (*_DEPLOYMENT, "outcome"), registry=registry)
         self.node_unreachable_seconds = gauge(
             "bounty_indexer_node_unreachable_seconds",
             "Seconds since the node stopped answering (connection refused, timeouts, 5xx); 0 while it answers. "
@@ -89,19 +93,25 @@ class IndexerMetrics:
         self._events = {kind: events.labels(*labels, kind) for kind in EVENT_TYPES}
         self._requests = Counter("bounty_indexer_rpc_requests", "JSON-RPC calls to the node, by method.",
                                  (*_DEPLOYMENT, "method"), registry=registry)
-        phases = Counter("bounty_indexer_rpc_phase_calls", "JSON-RPC calls to the node, by the indexer's phase that "
-                         "made them: startup, historical, realtime (following the head), reread (the second reading).",
+        phases = Counter("bounty_indexer_rpc_phase_calls", "JSON-RPC calls to the node (and to the explorer), by the "
+                         "indexer's phase that made them: startup, historical, explorer (the explorer's own), realtime "
+                         "(following the head), reread (the second reading), proof (against the contract's state).",
                          (*_DEPLOYMENT, "phase"), registry=registry)
         self._phases = {phase: phases.labels(*labels, phase) for phase in PHASES}
         errors = Counter("bounty_indexer_rpc_errors", "Failed JSON-RPC requests, by kind of failure.",
                          (*_DEPLOYMENT, "kind"), registry=registry)
         self._errors = {kind: errors.labels(*labels, kind) for kind in ERROR_KINDS}
         self._labels = labels
+        for outcome in ("equal", "differs"):
+            self.mirror_proofs.labels(*labels, outcome)
         self._lock = threading.Lock()  # the position is set from the writer thread too
 
     def events_applied(self, counts: Mapping[str, int]) -> None:
         for kind, n in counts.items():
             self._events[kind].inc(n)
+
+    def mirror_proven(self, outcome: str) -> None:
+        self.mirror_proofs.labels(*self._labels, outcome).inc()
 
     def rpc(self, counts: RpcCounts) -> None:
         """Adds the calls and failures of a client's tally (this process's, or a reader process's)."""

@@ -83,6 +83,11 @@ class SyncState(models.Model):
     # The newest block read by range (indexer.reread): the blocks above it up to the last indexed
     # one were read block by block near the head and wait for their second reading.
     reread_block = models.PositiveBigIntegerField(null=True, blank=True, help_text="newest block read by range")
+    # The first block of a sync guided by an explorer (indexer.explorer) whose blocks are not yet
+    # proven against the contract's state (indexer.proof); until they are, every batch keeps its
+    # block hashes and undo entries, so that a log the explorer hid can be repaired by rolling back.
+    guided_from_block = models.PositiveBigIntegerField(
+        null=True, blank=True, help_text="first block guided by the explorer, not yet proven against the contract")
     # What following the head costs, measured over the last minutes (for /health).
     rpc_calls_per_block = models.FloatField(null=True, blank=True)
     rpc_calls_per_day = models.FloatField(null=True, blank=True)

@@ -11,6 +11,7 @@ compared with the children the contract holds. `manage.py verify_mirror` runs it
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -28,6 +29,8 @@ from indexer.rpc import RpcClient
 from indexer.transitions import chain_time
 from records.models import Bounty, BountyStatus, Deployment, Dispute, DisputeStatus, Submission, SubmissionStatus
 from records.snapshot import read_snapshot
+
+logger = logging.getLogger(__name__)
 
 COUNTERS = ("bountyCount", "submissionCount", "disputeCount")
 BEHIND_RETRIES = 2  # a block the node does not know, asked again before it is believed gone
@@ -225,3 +228,64 @@ def prove(rpc: RpcClient, deployment: Deployment, block: int | None = None) -> P
                            "if the block was replaced, the indexer undoes it: verify again once it has") from exc
     found, records = differences(mirror, state)
     return Proof(mirror.block, records, calls, found)
+
+
+# ----------------------------------------------------------------------------- after a guided sync
+
+@dataclass
+class GuidedSyncProof:
+    """The proof that settles a sync an explorer guided (indexer.explorer), once the indexer has
+    caught up: the blocks the explorer said were empty were taken on its word, and the contract's
+    state is what that word is checked against.
+
+    Equal: the guided blocks are proven (`SyncState.guided_from_block` cleared: their hashes and
+    undo entries may go as usual). A difference: the explorer hid a log. It is set aside for this
+    process, and the blocks from the first guided one are read again by range through the node
+    (indexer.reread: the second reading finds the lost logs and rolls back to the block before
+    the first), then proven again. A difference that outlives that repair is not the explorer's: it
+    is logged as an error with the fields, for verify_mirror and a person, and not repaired in a loop."""
+
+    rpc: RpcClient
+    metrics: Any  # indexer.metrics.IndexerMetrics
+    repaired_from: int | None = None  # the guided blocks read again by range in this process
+
+    def settle(self, deployment: Deployment, state: SyncState, guide: Any) -> bool:
+        first = state.guided_from_block
+        assert first is not None
+        try:
+            proof = prove(self.rpc, deployment)
+        except IndexerError as exc:  # the tip replaced meanwhile: the reorganisation check comes first
+            logger.warning("the mirror could not be proven against the contract yet: %s", exc)
+            return False
+        records = ", ".join(f"{count} {kind}" for kind, count in sorted(proof.records.items()))
+        if not proof.differences:
+            self.metrics.mirror_proven("equal")
+            logger.info("the mirror (%s) equals the contract at block %d (%d eth_calls): the blocks from %d on that "
+                        "the explorer guided are proven", records, proof.block, proof.calls, first)
+            SyncState.objects.filter(pk=state.pk).update(guided_from_block=None)
+            return True
+        self.metrics.mirror_proven("differs")
+        shown = "; ".join(str(difference) for difference in proof.differences[:10])
+        if self.repaired_from != first:
+            self.repair(state, guide, f"the mirror ({records}) differs from the contract at block {proof.block} in "
+                                      f"{len(proof.differences)} fields ({shown})")
+            return True
+        logger.error("the mirror (%s) still differs from the contract at block %d after blocks %d-%d were read again "
+                     "by range, in %d fields: %s. Run manage.py verify_mirror; re-index into an empty database",
+                     records, proof.block, first, proof.block, len(proof.differences), shown)
+        SyncState.objects.filter(pk=state.pk).update(guided_from_block=None)
+        return True
+
+    def repair(self, state: SyncState, guide: Any, found: str) -> None:
+        """The explorer hid a log (`found` says how it shows): set aside, and the guided blocks read
+        again by range (those before the first guided one were read by range already)."""
+        if guide is not None:
+            guide.set_aside(found)
+        first = state.guided_from_block
+        if first is None:  # nothing guided is committed: the blocks ahead are read by range
+            return
+        self.repaired_from = first
+        logger.warning("%s: the explorer hid logs. Reading the blocks from %d on again by range through the node to "
+                       "repair them", found, first)
+        SyncState.objects.filter(pk=state.pk).update(reread_block=first - 1)
+        state.reread_block = first - 1

@@ -60,7 +60,9 @@ class Reorganisations:
         # The newest block at or below it whose hash is kept: the next batch's parent is checked against it.
         kept = IndexedBlock.objects.filter(deployment=deployment, number__lte=ancestor).order_by("-number").values_list(
             "number", flat=True).first()
-        if kept is None and ancestor >= self.start_block:
+        # A sync an explorer guided from the start block keeps every log's undo entries until it is
+        # proven (indexer.proof.GuidedSyncProof): it rolls back to before the start block.
+        if kept is None and ancestor >= self.start_block and state.guided_from_block != self.start_block:
             raise ReorgTooDeep(f"no kept block hash at or below block {ancestor} to roll back to: re-index this "
                                "deployment from BOUNTY_START_BLOCK into an empty database")
         self._roll_back(deployment, kept if kept is not None else self.start_block - 1, state.last_indexed_block)

@@ -56,7 +56,9 @@ logger = logging.getLogger(__name__)
 
 
 # The kinds of failure the metrics count (bounty_indexer_rpc_errors_total{kind}).
-ERROR_KINDS = ("timeout", "rate_limited", "server_error", "node_behind", "range_limit", "batch_limit", "other")
+# "explorer": a failed request to the explorer, or the explorer set aside (indexer.explorer).
+ERROR_KINDS = ("timeout", "rate_limited", "server_error", "node_behind", "range_limit", "batch_limit", "other",
+               "explorer")
 
 
 _answer_awaited = False  # the main thread waits for the node's answer (see interrupt_wait)
@@ -83,9 +85,11 @@ class RpcCounts:
 
 
 # The indexer's phases, as the calls are counted for them (bounty_indexer_rpc_phase_calls_total,
-# /health's rpc_calls_by_phase): the start-up checks, the historical phase (ranges), following the
-# head (its polls, the realtime phase's blocks, reorganisation checks), the second reading.
-PHASES = ("startup", "historical", "realtime", "reread")
+# /health's rpc_calls_by_phase): the start-up checks, the historical phase (ranges, and the node's
+# proof of the blocks an explorer named), the calls to the explorer itself (indexer.explorer),
+# following the head (its polls, the realtime phase's blocks, reorganisation checks), the second
+# reading, the proof of the mirror against the contract's state (indexer.proof).
+PHASES = ("startup", "historical", "explorer", "realtime", "reread", "proof")
 
 
 class RpcTally:
@@ -108,6 +112,14 @@ class RpcTally:
     def error(self, kind: str) -> None:
         with self._lock:
             self._counts.errors[kind] += 1
+
+    def absorb(self, counts: RpcCounts, *, phase: str) -> None:
+        """Another client's calls, counted for `phase`, and its failures as of kind `phase` (the
+        explorer's, which the indexer's metrics count beside the node's)."""
+        with self._lock:
+            self._counts.calls.update(counts.calls)
+            self._counts.phases[phase] += sum(counts.calls.values())
+            self._counts.errors[phase] += sum(counts.errors.values())
 
     def take(self) -> RpcCounts:
         """The counts so far; the tally starts again from zero."""
@@ -152,10 +164,13 @@ def redact_url(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, path, query, ""))
 
 
-def classify_error(error: dict[str, Any], method: str | None = None) -> Exception:
+def classify_error(error: dict[str, Any] | str, method: str | None = None) -> Exception:
     """The exception a JSON-RPC error object stands for, answering a call of `method` (None: not
     known). Range refusals (indexer.refusals) are read for eth_getLogs only; a node that lags
-    behind the block asked for (NodeBehind) for any method."""
+    behind the block asked for (NodeBehind) for any method. An error that is a bare string (as
+    Blockscout's /api/eth-rpc sends them) is read as its message."""
+    if not isinstance(error, dict):
+        error = {"message": str(error)}
     message = str(error.get("message", "unknown JSON-RPC error"))
     code = error.get("code")
     data = error.get("data")
@@ -235,6 +250,7 @@ class RpcClient:
         stop: threading.Event | None = None,
         pacer: Pacer | None = None,
         max_batch: int = MAX_BATCH,
+        patient: bool = True,
     ) -> None:
         self.url = url
         self.node = redact_url(url)  # the URL may hold an API key: messages name this instead
@@ -244,6 +260,9 @@ class RpcClient:
         self.pacer = pacer or Pacer()
         budget = self.pacer.max_batch()
         self.max_batch = max(1, min(max_batch, budget) if budget is not None else max_batch)  # calls per request
+        # A rate limit retried for as long as the indexer runs (the node: nothing goes on without it),
+        # or counted with the other failures (an explorer, which the indexer can do without).
+        self.patient = patient
         self._given_sleep = sleep
         self._http = httpx.Client(timeout=httpx.Timeout(timeout), headers={"Content-Type": "application/json"},
                                   limits=httpx.Limits(max_connections=None, max_keepalive_connections=64))
@@ -261,7 +280,8 @@ class RpcClient:
         """A client for a forked process: the same settings, connections of its own; the budget
         and a pause the node asked for stay shared (indexer.pacing)."""
         client = RpcClient(self.url, timeout=self.timeout, backoff=self.backoff, sleep=self._given_sleep,
-                           stop=self.stop, pacer=self.pacer.for_another_process(), max_batch=self.max_batch)
+                           stop=self.stop, pacer=self.pacer.for_another_process(), max_batch=self.max_batch,
+                           patient=self.patient)
         client.phase = self.phase
         return client
 
@@ -318,7 +338,7 @@ class RpcClient:
                     behind += 1
                     if behind_retries is not None and behind > behind_retries:
                         raise
-                elif exc.kind == "rate_limited":
+                elif exc.kind == "rate_limited" and self.patient:
                     limited += 1
                     if limited >= RATE_LIMITED_SPLIT and len(calls) > 1:
                         raise BatchTooLarge(f"{exc}, {limited} times in a row", max_size=len(calls) // 2) from exc

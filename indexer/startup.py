@@ -4,6 +4,7 @@ saying which variable to change)."""
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Callable
 from typing import Any
@@ -12,7 +13,10 @@ from eth_utils.crypto import keccak
 
 from indexer.config import IndexerConfig
 from indexer.errors import IndexerError, NodeBehind, RetriesExhausted, RpcError
+from indexer.explorer import ExplorerGuide
 from indexer.rpc import UNREACHABLE_AFTER, RpcClient
+
+logger = logging.getLogger(__name__)
 
 USDC_DECIMALS = 6  # the amounts the service shows are in units of 10^-6 USDC
 BEHIND_RETRIES = 2  # a block whose state the node says it lacks, asked again before that is believed
@@ -78,14 +82,16 @@ def view_words(rpc: RpcClient, views: list[tuple[str, str]]) -> list[str | None]
             for answer in answers]
 
 
-def find_start_block(rpc: RpcClient, contract: str) -> int:
+def find_start_block(rpc: RpcClient, contract: str, guide: ExplorerGuide | None = None) -> int:
     """The block the contract was deployed in: the first with code at its address. Searched back
     from the head in growing steps (so a node that keeps only recent state still finds a contract
     deployed within it), then by bisection between the last block found without code and the
     first with it: about 2 x log2(the contract's age in blocks) eth_getCode calls, checked by
     construction (no code the block before, code at it). IndexerError naming BOUNTY_START_BLOCK
     when the node does not keep the state of the blocks asked (a full node, not an archive); a
-    node that does not answer is RetriesExhausted, waited for as usual."""
+    node that does not answer is RetriesExhausted, waited for as usual. Such a node beside an
+    explorer (`guide`): the block of the contract's first log, as the explorer names it and the
+    node's header of it confirms, is where its records begin."""
     head = int(rpc.call("eth_blockNumber", [], failures=UNREACHABLE_AFTER), 16)
 
     def has_code(number: int) -> bool:
@@ -95,12 +101,31 @@ def find_start_block(rpc: RpcClient, contract: str) -> int:
         except RetriesExhausted:
             raise
         except (RpcError, NodeBehind) as exc:
+            if guide is not None and (first := guide.first_event_block()) is not None:
+                raise _FromTheExplorer(first) from exc
             raise IndexerError(
                 f"the node at {rpc.node} cannot tell when the contract at BOUNTY_CONTRACT_ADDRESS {contract} was "
                 f"deployed: eth_getCode at block {number} answered {exc} (it keeps no state that old); set "
                 "BOUNTY_START_BLOCK to the block of the contract's creation (its explorer page shows it)") from exc
         return code not in (None, "0x", "0x0")
 
+    try:
+        return _bisect(head, has_code, contract)
+    except _FromTheExplorer as named:
+        logger.warning("the node at %s keeps no state old enough to tell when the contract was deployed: starting "
+                       "at block %d, its first log as the explorer names it (set BOUNTY_START_BLOCK to choose)",
+                       rpc.node, named.block)
+        return named.block
+
+
+class _FromTheExplorer(Exception):
+    def __init__(self, block: int) -> None:
+        super().__init__(block)
+        self.block = block
+
+
+def _bisect(head: int, has_code: Callable[[int], bool], contract: str) -> int:
+    """The first block with code: searched back from `head` in growing steps, then bisected."""
     if not has_code(head):
         raise IndexerError(f"no contract at BOUNTY_CONTRACT_ADDRESS {contract} at block {head}")
     with_code, step = head, 1  # code at `with_code`

@@ -35,6 +35,7 @@ from indexer.clock import BlockClock
 from indexer.commit import Committer
 from indexer.config import IndexerConfig
 from indexer.errors import ChainChanged, InconsistentChain, IndexerError, NodeBehind
+from indexer.explorer import ExplorerGuide
 from indexer.fetch import BatchReader
 from indexer.historical import Historical
 from indexer.index_build import IndexBuilder
@@ -43,6 +44,7 @@ from indexer.metrics import IndexerMetrics
 from indexer.models import IndexedBlock, IndexerProcess, IndexerRole, SyncState
 from indexer.pacing import Pacer
 from indexer.pipeline import database_connections_of_our_own
+from indexer.proof import GuidedSyncProof
 from indexer.realtime import Realtime
 from indexer.reorg import Reorganisations
 from indexer.reread import Rereads
@@ -72,6 +74,13 @@ class Indexer:
                                     backoff=Backoff(cap=min(Backoff.cap, config.max_wait)),  # no wait past the ceiling
                                     pacer=Pacer(max_concurrency=config.max_concurrency,
                                                 requests_per_second=config.requests_per_second))
+        # An explorer that guides the historical phase (indexer.explorer): a budget of its own, and
+        # a few tries at most before it is set aside, where the node is waited for as long as it takes.
+        self.explorer = RpcClient(config.explorer_url, timeout=config.rpc_timeout, stop=self.stop,
+                                  backoff=Backoff(cap=min(Backoff.cap, config.max_wait), attempts=3),
+                                  pacer=Pacer(max_concurrency=2,
+                                              requests_per_second=config.explorer_requests_per_second),
+                                  patient=False) if config.explorer_url else None
         self.metrics = IndexerMetrics(config.chain_id, config.contract_address)
         self.name = f"{socket.gethostname()}:{os.getpid()}"  # as /health lists the deployment's indexers
         self.committer = Committer(config, self.metrics)
@@ -104,13 +113,16 @@ class Indexer:
         self.committer.start_block = start
         self.reorganisations = Reorganisations(self.rpc, start_block=start, kept_blocks=config.kept_blocks,
                                                metrics=self.metrics)
+        guide = ExplorerGuide(self.explorer, self.rpc, config.contract_address) if self.explorer else None
         self.reader = BatchReader(self.rpc, address=config.contract_address, start_block=start,
-                                  span=config.initial_span, max_span=config.max_span, batch_logs=config.batch_logs)
+                                  span=config.initial_span, max_span=config.max_span, batch_logs=config.batch_logs,
+                                  guide=guide)
         self.historical = Historical(config, self.reader, self.committer, self.stop,
                                      announce=lambda: self.announce(IndexerRole.WRITER),
                                      own_connections=self._own_connections)
         self.realtime = Realtime(self.rpc, self.reader, self.committer, config.contract_address)
         self.rereads = Rereads(self.reader.fetcher, self.reorganisations, self.metrics, start)
+        self.guided_proof = GuidedSyncProof(self.rpc, self.metrics)
         self.index_builder = IndexBuilder(self.rpc, contract_address=config.contract_address, start_block=start,
                                           stop=self.stop)
 
@@ -137,7 +149,7 @@ class Indexer:
                 logger.info("BOUNTY_START_BLOCK is unset and this mirror was indexed from block 0 (what unset meant "
                             "before): going on from there")
             else:
-                found = find_start_block(self.rpc, self.config.contract_address)
+                found = find_start_block(self.rpc, self.config.contract_address, self.reader.guide)
                 logger.info("the contract was deployed in block %d: indexing from there (BOUNTY_START_BLOCK unset)",
                             found)
             state.update(found_start_block=found)
@@ -355,13 +367,18 @@ class Indexer:
                 self.historical.catch_up(deployment, state, tip, last, settled, head, safe)
                 return True
             if last >= safe:
+                if state.guided_from_block is not None:
+                    self.rpc.phase = "proof"
+                    return self.guided_proof.settle(deployment, state, self.reader.guide)
                 self._caught_up(state, head, safe)
                 return False
             historical = False
             numbered = not isinstance(self.config.confirmations, str)
             self.realtime.follow(deployment, tip, last, head, safe, self._latest if numbered else None)
             self.announce(IndexerRole.WRITER)
-            return False  # what the poll showed is indexed: the next poll when the next block is due
+            # What the poll showed is indexed: the next poll when the next block is due, or at once
+            # when a sync an explorer guided is to be proven (above).
+            return state.guided_from_block is not None
         except NodeBehind as behind:
             logger.info("%s; asking again", behind)
             self.clock.asked_again()
@@ -383,6 +400,10 @@ class Indexer:
         An event read by range after blocks all read twice means the mirror really lacks the
         record (BOUNTY_START_BLOCK after the contract's deployment): the indexer stops, saying so."""
         state = SyncState.objects.get(deployment=deployment)
+        guide = self.reader.guide
+        if historical and guide is not None and guide.in_use:  # a creation the explorer hid
+            self.guided_proof.repair(state, guide, str(inconsistent))
+            return True
         last, read_twice = state.indexed_to(self.start_block), state.read_twice_to(self.start_block)
         if read_twice >= last and historical:
             raise inconsistent

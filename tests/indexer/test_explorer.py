@@ -1,0 +1,157 @@
+"""The explorer as the historical phase's guide (indexer.explorer), through a node capped at 5
+blocks per eth_getLogs (tests/node_proxy.py) and a Blockscout made on loopback (tests/explorer.py):
+the node is asked only about the blocks the explorer names, each proven by the node's header; the
+mirror is proven against the contract's state once caught up; a log the explorer hides is found and
+repaired; an explorer that lags, fails, answers wrong or is down costs speed only."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+
+from contracts.demo import seed_demo_activity
+from indexer.events import RECORD_EVENT_TOPICS, decode_log
+from indexer.health import indexer_health
+from indexer.models import SyncState
+from indexer.sync import Indexer
+from tests.chain import USDC, Chain
+from tests.explorer import ExplorerFaults, FakeBlockscout
+from tests.indexer.conftest import catch_up_to_head, config_for
+from tests.indexer.test_far_node import assert_consistent
+from tests.node_proxy import NodeLimits, NodeProxy
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+CAP = 5  # blocks per eth_getLogs, as free plans allow
+QUIET = 1_000  # empty blocks between the demo activity and the bounties after it
+
+
+def _mine(chain: Chain, blocks: int) -> None:
+    chain.w3.provider.make_request("anvil_mine", [hex(blocks)])  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def history(chain: Chain) -> Chain:
+    """Demo activity, a quiet stretch, three bounties, and enough blocks after them that every
+    event lies below the realtime phase's blocks."""
+    seed_demo_activity(chain.w3, chain.deployment)
+    _mine(chain, QUIET)
+    chain.send(chain.usdc.functions.approve(chain.board.address, 2**256 - 1), chain.account(1))
+    for n in range(3):
+        chain.send(chain.board.functions.createBounty(f"ipfs://guided-{n}", b"\x07" * 32, (n + 1) * USDC, 3600),
+                   chain.account(1))
+    _mine(chain, 64)
+    return chain
+
+
+def _record_logs(chain: Chain) -> list[dict[str, Any]]:
+    logs: list[dict[str, Any]] = chain.w3.provider.make_request("eth_getLogs", [{  # type: ignore[arg-type,assignment]
+        "address": chain.deployment.contract_address, "fromBlock": hex(chain.deployment.start_block),
+        "toBlock": "latest", "topics": [list(RECORD_EVENT_TOPICS)]}])["result"]
+    return logs
+
+
+@contextmanager
+def guided(chain: Chain, faults: ExplorerFaults | None = None,
+           **settings: Any) -> Iterator[tuple[Indexer, NodeProxy, FakeBlockscout]]:
+    with NodeProxy(chain.deployment.rpc_url, NodeLimits(latency=0.005, max_log_blocks=CAP)) as node, \
+            FakeBlockscout(chain.deployment.rpc_url, faults) as explorer:
+        indexer = Indexer(config_for(chain, BOUNTY_RPC_URL=node.url, BOUNTY_EXPLORER_RPC_URL=explorer.url,
+                                     BOUNTY_GETLOGS_MAX_BLOCKS=CAP, **settings))
+        indexer.check_node()
+        indexer.ensure_deployment()
+        yield indexer, node, explorer
+
+
+def _range_reads(node: NodeProxy) -> int:
+    return node.stats.calls["eth_getLogs"] - node.stats.calls["eth_getBlockByNumber"] // 2
+
+
+def _proofs(indexer: Indexer, outcome: str) -> float:
+    value = indexer.metrics.registry.get_sample_value(
+        "bounty_indexer_mirror_proofs_total", {"chain_id": str(indexer.config.chain_id),
+                                              "contract": indexer.config.contract_address, "outcome": outcome})
+    return value or 0.0
+
+
+def test_a_guided_sync_asks_the_node_only_about_the_blocks_the_explorer_names(history: Chain) -> None:
+    chain = history
+    blocks = chain.w3.eth.block_number - chain.deployment.start_block + 1
+    event_blocks = len({log["blockNumber"] for log in _record_logs(chain)})
+    with guided(chain) as (indexer, node, explorer):
+        catch_up_to_head(indexer)
+        assert explorer.stats.calls["eth_getLogs"] >= 1
+        # By range: the realtime phase's blocks read a second time (at 5 blocks a call); without the
+        # explorer, every block of the history.
+        ranges = sum(1 for _ in range(0, blocks, CAP))
+        assert node.stats.calls["eth_getLogs"] <= event_blocks + 40
+        assert node.stats.calls["eth_getLogs"] < ranges / 4
+        assert node.stats.total_calls <= 3 * event_blocks + 60
+        phases = indexer.committer.phase_calls(indexer.rpc.tally.take())
+        assert phases["explorer"] == explorer.stats.requests
+        assert phases["proof"] > 0  # the mirror proven against the contract once caught up
+    assert_consistent(chain, indexer)
+    assert _proofs(indexer, "equal") == 1 and _proofs(indexer, "differs") == 0
+    state = SyncState.objects.get(deployment=indexer.deployment)
+    assert state.guided_from_block is None  # proven
+    assert indexer_health(indexer.deployment)["rpc_calls_by_phase"]["explorer"] == explorer.stats.requests
+
+
+@pytest.mark.parametrize("which", ["the last", "a creation with later events"])
+def test_a_log_the_explorer_hides_is_found_and_repaired_from_the_node(history: Chain, which: str) -> None:
+    chain = history
+    logs = _record_logs(chain)
+    created = [log for log in logs if type(decode_log(log)).__name__ == "BountyCreated"]
+    hidden = logs[-1] if which == "the last" else created[1]
+    key = (int(hidden["blockNumber"], 16), int(hidden["logIndex"], 16))
+    with guided(chain, ExplorerFaults(omit={key})) as (indexer, _, _):
+        catch_up_to_head(indexer)
+        assert indexer.reader.guide is not None and not indexer.reader.guide.in_use  # set aside for the process
+    assert_consistent(chain, indexer)
+    if which == "the last":  # found by the proof, once caught up: the guided blocks read again by range
+        assert _proofs(indexer, "differs") == 1 and _proofs(indexer, "equal") == 1
+        assert indexer.metrics.registry.get_sample_value(
+            "bounty_indexer_reread_repairs_total", {"chain_id": str(indexer.config.chain_id),
+                                                    "contract": indexer.config.contract_address}) == 1
+    # A creation hidden is found at its record's next event (a record the mirror lacks), before the
+    # batch that holds it is committed: the blocks from there are read by range.
+
+
+@pytest.mark.parametrize("faults", [
+    pytest.param(ExplorerFaults(lag=150), id="lags 150 blocks"),
+    pytest.param(ExplorerFaults(fail_next=2), id="answers 500 twice, then recovers"),
+    pytest.param(ExplorerFaults(fail_next=1_000), id="answers 500 for good"),
+    pytest.param(ExplorerFaults(page=4), id="pages of 4 logs"),
+    pytest.param(ExplorerFaults(wrong_hash={-1}), id="names a block of another chain"),
+    pytest.param(ExplorerFaults(requests_per_second=1), id="limits the rate"),
+    pytest.param(ExplorerFaults(slow_over=400, slow_seconds=1.5), id="times out on wide ranges"),
+])
+def test_an_explorer_that_fails_costs_speed_only(history: Chain, faults: ExplorerFaults) -> None:
+    chain = history
+    if faults.wrong_hash:
+        faults.wrong_hash = {int(_record_logs(chain)[5]["blockNumber"], 16)}
+    set_aside = faults.fail_next >= 1_000 or bool(faults.wrong_hash)
+    kept = faults.lag or faults.fail_next or faults.page < 1_000
+    with guided(chain, faults, BOUNTY_RPC_TIMEOUT_SECONDS=1) as (indexer, _, _):
+        catch_up_to_head(indexer)
+        guide = indexer.reader.guide
+        assert guide is not None
+        if set_aside:
+            assert not guide.in_use and guide.set_aside_because
+        elif kept:
+            assert guide.in_use, guide.set_aside_because  # it guided what it could
+    assert _proofs(indexer, "differs") == 0
+    assert_consistent(chain, indexer)
+    assert SyncState.objects.get(deployment=indexer.deployment).guided_from_block is None
+
+
+def test_an_explorer_that_is_down_costs_speed_only(history: Chain) -> None:
+    chain = history
+    with guided(chain) as (indexer, _, explorer):
+        explorer.go_down()
+        catch_up_to_head(indexer)
+        assert indexer.reader.guide is not None and not indexer.reader.guide.in_use
+    assert_consistent(chain, indexer)
