@@ -24,6 +24,8 @@ Last line: `BENCH_SUMMARY {...}` with every figure.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import dataclasses
 import json
 import math
 import os
@@ -34,6 +36,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,6 +46,7 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "bountysite.settings")
 os.environ.setdefault("DJANGO_DEBUG", "1")
 
+import httpx  # noqa: E402
 from web3 import Web3  # noqa: E402
 from web3.exceptions import TransactionNotFound  # noqa: E402
 from websockets.sync.client import connect  # noqa: E402
@@ -56,6 +60,8 @@ from contracts.devchain import (  # noqa: E402
     free_port,
     usdc_contract,
 )
+from indexer.events import RECORD_EVENT_TOPICS  # noqa: E402
+from tests.explorer import ExplorerFaults, FakeBlockscout  # noqa: E402
 from tests.node_proxy import NodeLimits, NodeProxy  # noqa: E402
 
 PYTHON = sys.executable
@@ -73,6 +79,9 @@ class Scenario:
     max_batch: int | None = None
     target: str = ""  # which floor the target is against: "serial" or "rate"
     factor: float = 0.0
+    explorer: ExplorerFaults | None = None  # a Blockscout beside the node (tests/explorer.py), failing so
+    explorer_down: bool = False
+    omit_last_log: bool = False  # the explorer's index lacks the contract's last record event
 
 
 def environment(deployment: DevDeployment, database: Path, rpc_url: str, **extra: str) -> dict[str, str]:
@@ -109,9 +118,13 @@ def sync(scenario: Scenario, w3: Web3, deployment: DevDeployment, workdir: Path)
                         requests_per_second=scenario.requests_per_second, max_batch=scenario.max_batch,
                         gap=scenario.blocks, gap_after=deployment.start_block + 1)
     database = workdir / f"{scenario.name}.sqlite3"
-    with NodeProxy(deployment.rpc_url, limits) as node:
+    with NodeProxy(deployment.rpc_url, limits) as node, contextlib.ExitStack() as explorers:
         extra = {"BOUNTY_RPC_MAX_REQUESTS_PER_SECOND": str(scenario.requests_per_second)} \
             if scenario.requests_per_second and scenario.budget_configured else {}
+        explorer = None
+        if scenario.explorer is not None:
+            explorer = explorers.enter_context(guide_beside(scenario, deployment))
+            extra["BOUNTY_EXPLORER_RPC_URL"] = explorer.url
         env = environment(deployment, database, node.url, **extra)
         migrate(env)
         target = head + scenario.blocks
@@ -122,7 +135,7 @@ def sync(scenario: Scenario, w3: Web3, deployment: DevDeployment, workdir: Path)
                                    stderr=subprocess.STDOUT)
         first_request = None
         try:
-            while (done := last_indexed(database)) is None or done < target:
+            while (done := last_indexed(database)) is None or done < target or unproven(database):
                 if first_request is None and node.stats.requests:
                     first_request = time.monotonic() - started
                 if process.poll() is not None:
@@ -136,6 +149,8 @@ def sync(scenario: Scenario, w3: Web3, deployment: DevDeployment, workdir: Path)
             process.terminate()
             process.wait(30)
         stats = node.reset_stats()
+        proof = subprocess.run([PYTHON, "manage.py", "verify_mirror"], cwd=ROOT, env=env, capture_output=True,
+                               text=True) if scenario.explorer is not None else None
     blocks = target - deployment.start_block + 1
     ranges = math.ceil(blocks / scenario.max_log_blocks)
     serial_floor = ranges * scenario.latency
@@ -150,6 +165,18 @@ def sync(scenario: Scenario, w3: Web3, deployment: DevDeployment, workdir: Path)
         "max_in_flight": stats.max_in_flight, "max_calls_per_second": stats.max_calls_per_second,
         "ratio_to_floor": round(ratio, 3) if ratio else None,
     }
+    if scenario.explorer is not None and proof is not None:
+        indexer_log = (workdir / f"{scenario.name}.log").read_text()
+        event_blocks = event_block_count(w3, deployment)
+        result.update({
+            "event_blocks": event_blocks, "explorer_requests": explorer.stats.requests if explorer else 0,
+            "proof_after_sync": "equals" if "equals the contract" in indexer_log else "not run",
+            "differed_then_repaired": "the explorer hid logs" in indexer_log,
+            "explorer_set_aside": "is set aside" in indexer_log,
+            "verify_mirror": (proof.stdout or proof.stderr).strip().splitlines()[-1],
+            "mirror_exact": proof.returncode == 0,
+            "calls_allowed": 3 * event_blocks + 50,
+        })
     if scenario.target:
         within_budget = scenario.requests_per_second is None or not scenario.budget_configured or \
             stats.max_calls_per_second <= scenario.requests_per_second
@@ -157,6 +184,40 @@ def sync(scenario: Scenario, w3: Web3, deployment: DevDeployment, workdir: Path)
             (", no second over the budget" if scenario.requests_per_second and scenario.budget_configured else "")
         result["met"] = bool(ratio is not None and ratio <= scenario.factor and within_budget)
     return result
+
+
+def unproven(database: Path) -> bool:
+    """Whether a sync an explorer guided is still to be proven against the contract."""
+    try:
+        with sqlite3.connect(database, timeout=1) as db:
+            row = db.execute("SELECT guided_from_block FROM indexer_syncstate").fetchone()
+    except sqlite3.Error:
+        return True
+    return row is not None and row[0] is not None
+
+
+def event_block_count(w3: Web3, deployment: DevDeployment) -> int:
+    logs = w3.eth.get_logs({"address": deployment.contract_address, "fromBlock": deployment.start_block,  # type: ignore[typeddict-item]
+                            "toBlock": "latest", "topics": [RECORD_EVENT_TOPICS]})
+    return len({log["blockNumber"] for log in logs})
+
+
+@contextlib.contextmanager
+def guide_beside(scenario: Scenario, deployment: DevDeployment) -> Iterator[FakeBlockscout]:
+    """A Blockscout over the chain the node presents (the same quiet blocks, uncapped)."""
+    assert scenario.explorer is not None
+    chain = NodeLimits(gap=scenario.blocks, gap_after=deployment.start_block + 1)
+    with NodeProxy(deployment.rpc_url, chain) as presented, \
+            FakeBlockscout(presented.url, dataclasses.replace(scenario.explorer)) as explorer:
+        if scenario.omit_last_log:
+            logs = httpx.post(presented.url, json={"jsonrpc": "2.0", "id": 1, "method": "eth_getLogs", "params": [{
+                "address": deployment.contract_address, "fromBlock": "0x0", "toBlock": "latest",
+                "topics": [RECORD_EVENT_TOPICS]}]}).json()["result"]
+            last = logs[-1]
+            explorer.faults.omit = {(int(last["blockNumber"], 16), int(last["logIndex"], 16))}
+        if scenario.explorer_down:
+            explorer.go_down()
+        yield explorer
 
 
 def live(w3: Web3, deployment: DevDeployment, workdir: Path, latency: float, posts: int,
@@ -249,6 +310,41 @@ def live(w3: Web3, deployment: DevDeployment, workdir: Path, latency: float, pos
     }
 
 
+EXTRA_BOUNTIES = 25
+
+
+def more_bounties(w3: Web3, deployment: DevDeployment, count: int) -> None:
+    board, usdc = bounty_contract(w3, deployment.contract_address), usdc_contract(w3, deployment.usdc_address)
+    poster = deployment.accounts[2]
+    w3.eth.wait_for_transaction_receipt(usdc.functions.approve(board.address, 2**256 - 1).transact({"from": poster}))
+    for n in range(count):
+        w3.eth.wait_for_transaction_receipt(board.functions.createBounty(
+            f"ipfs://explorer-bench-{n}", b"\x02" * 32, (n + 1) * USDC, 3600).transact({"from": poster}))
+
+
+def guided_row(results: dict[str, Any]) -> None:
+    """The explorer rows against their targets: node calls <= 3 per event block + 50 and >= 10x
+    faster than without the explorer (the plain row), the mirror exact and proven in every row."""
+    without = results.get("explorer-none")
+    for name, row in results.items():
+        if not name.startswith("explorer") or name == "explorer-none":
+            continue
+        speed_up = without["seconds"] / row["seconds"] if without else None
+        row["times_faster_than_without"] = round(speed_up, 1) if speed_up else None
+        exact = row["mirror_exact"]
+        if name == "explorer":
+            row["target"] = "node calls <= 3 per event block + 50; >= 10x faster than without; mirror exact; proven"
+            row["met"] = bool(exact and row["calls"] <= row["calls_allowed"] and speed_up and speed_up >= 10
+                              and row["proof_after_sync"] == "equals")
+        elif name == "explorer-omits-a-log":
+            row["target"] = "the omission found by the proof and repaired; mirror exact"
+            row["met"] = bool(exact and row["differed_then_repaired"])
+        else:
+            row["target"] = "mirror exact"
+            row["met"] = bool(exact)
+        print(json.dumps({"row": name, "met": row["met"], "times_faster_than_without": speed_up}))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--latency-ms", type=int, default=60)
@@ -257,6 +353,8 @@ def main() -> None:
     parser.add_argument("--posts", type=int, default=20, help="bounties posted for the live latency")
     parser.add_argument("--idle-seconds", type=float, default=30.0)
     parser.add_argument("--only", help="run only the scenarios whose name contains this")
+    parser.add_argument("--explorer", action="store_true",
+                        help="only the rows with an explorer beside a 5-block node (and the one without)")
     args = parser.parse_args()
     latency = args.latency_ms / 1000
     scenarios = [
@@ -271,8 +369,24 @@ def main() -> None:
             Scenario("large-range-capped", 100_000, 10, latency, target="serial", factor=0.35),
             Scenario("large-rate-limited", 100_000, 10, latency, requests_per_second=25, target="rate", factor=2.5),
         ]
+    # A sparse contract's first sync on a free plan: 20,000 blocks, the node capped at 5 blocks a
+    # getLogs and 25 calls a second, an explorer beside it (and one that fails in each way).
+    explorer_rows = [
+        Scenario("explorer-none", 20_000, 5, latency, requests_per_second=25),
+        Scenario("explorer", 20_000, 5, latency, requests_per_second=25, explorer=ExplorerFaults()),
+        Scenario("explorer-omits-a-log", 20_000, 5, latency, requests_per_second=25, explorer=ExplorerFaults(),
+                 omit_last_log=True),
+        Scenario("explorer-lags-100", 20_000, 5, latency, requests_per_second=25, explorer=ExplorerFaults(lag=100)),
+        Scenario("explorer-500s-then-recovers", 20_000, 5, latency, requests_per_second=25,
+                 explorer=ExplorerFaults(fail_next=2)),
+        Scenario("explorer-down", 20_000, 5, latency, requests_per_second=25, explorer=ExplorerFaults(),
+                 explorer_down=True),
+    ]
     if args.only:
         scenarios = [s for s in scenarios if args.only in s.name]
+        explorer_rows = [s for s in explorer_rows if args.only in s.name]
+    elif not args.explorer:
+        explorer_rows = []
     anvil = Anvil(port=free_port())
     w3 = anvil.start()
     results: dict[str, Any] = {}
@@ -285,7 +399,14 @@ def main() -> None:
                 result = sync(scenario, w3, deployment, Path(workdir))
                 results[scenario.name] = result
                 print(json.dumps(result))
-            if not args.only or "live" in args.only:
+            if explorer_rows:
+                more_bounties(w3, deployment, EXTRA_BOUNTIES)  # at least 40 records
+                for scenario in explorer_rows:
+                    result = sync(scenario, w3, deployment, Path(workdir))
+                    results[scenario.name] = result
+                    print(json.dumps(result))
+                guided_row(results)
+            if (not args.only and not args.explorer) or (args.only and "live" in args.only):
                 if "lagging" not in (args.only or ""):
                     results["live"] = live(w3, deployment, Path(workdir), latency, args.posts, args.idle_seconds)
                     print(json.dumps(results["live"]))

@@ -156,7 +156,7 @@ class Committer:
         times = {number: chain_time(int(header["timestamp"], 16)) for number, header in batch.headers.items()}
         # A reorganisation never rolls back to below the oldest block hash kept after this batch
         # (see indexer.reorg), so the logs of the blocks up to there need no undo entries; unless
-        # an explorer guided the sync, until its proof (indexer.proof.prove_guided).
+        # an explorer guided the sync, until its proof (indexer.proof.GuidedSyncProof).
         unproven = batch.guided or state.guided_from_block is not None
         undo_floor = -1 if unproven else batch.to - self.kept_blocks
         # The ledger's rows as the database takes them (bulk.ConvertedRows): the decoder checked

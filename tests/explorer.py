@@ -2,8 +2,9 @@
 tests/node_proxy.py in front of it that presents a longer chain), as Blockscout documents it.
 
 `eth_getLogs` over any block range, no cap; at most `page` logs a call (1,000, as Blockscout; fewer
-to page through a short history), in block and log order; the next page asked with `paging_options` (`blockNumber`, `logIndex` of the last log
-received, hex without 0x); logs without `blockTimestamp`. `eth_blockNumber` is the explorer's own
+to page through a short history), in block and log order; the next page asked with
+`paging_options` (`blockNumber`, `logIndex` of the last log received, hex without 0x); logs
+without `blockTimestamp`. `eth_blockNumber` is the explorer's own
 head: `lag` blocks behind the chain's. Errors in Blockscout's shapes: a JSON-RPC error that is a
 bare string, HTTP 429 `{"message": "Too Many Requests"}` over its budget of requests a second.
 
