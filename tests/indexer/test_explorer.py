@@ -48,7 +48,7 @@ def history(chain: Chain) -> Chain:
 
 
 def _record_logs(chain: Chain) -> list[dict[str, Any]]:
-    logs: list[dict[str, Any]] = chain.w3.provider.make_request("eth_getLogs", [{  # type: ignore[arg-type,assignment]
+    logs: list[dict[str, Any]] = chain.w3.provider.make_request("eth_getLogs", [{  # type: ignore[arg-type]
         "address": chain.deployment.contract_address, "fromBlock": hex(chain.deployment.start_block),
         "toBlock": "latest", "topics": [list(RECORD_EVENT_TOPICS)]}])["result"]
     return logs
