@@ -101,6 +101,11 @@ class LogFetcher:
         limit = self.max_span if self.ceiling is None else min(self.max_span, self.ceiling)
         return max(1, min(self.span, limit))
 
+    def allowed_span(self) -> int:
+        """The widest range the node is known to answer now: the span ranges are asked at."""
+        with self._lock:
+            return self._span()
+
     def _answered(self, size: int, logs: int) -> None:
         """A range of `size` blocks held `logs` logs: the span for the next ones."""
         self._since_refusal += 1

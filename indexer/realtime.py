@@ -25,8 +25,9 @@ When to poll for the head is indexer.clock's to say.
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from eth_utils.crypto import keccak
@@ -129,10 +130,11 @@ class HeaderChain:
 class LiveReader:
     """The node's answers for one block at a time, checked against its header."""
 
-    def __init__(self, rpc: RpcClient, address: str) -> None:
+    def __init__(self, rpc: RpcClient, address: str, span: Callable[[], int] = lambda: 1) -> None:
         self.rpc = rpc
         self.address = address
         self.bloom = BloomFilter(address)
+        self.span = span  # the widest getLogs range the node allows now (indexer.fetch.LogFetcher)
         self._receipts_served = True
 
     def headers(self, numbers: list[int]) -> list[Header | None]:
@@ -152,18 +154,21 @@ class LiveReader:
     def logs(self, headers: list[Header]) -> list[list[Log]]:
         """The contract's record logs of each block, in one request for every block whose bloom
         may hold one (a node far away answers a round trip later: the blocks of a hand-over are
-        many). Once the node lacks a block, the blocks before it: NodeBehind when it lacks the first."""
+        many). Once the node lacks a block, the blocks before it: NodeBehind when it lacks the first.
+
+        Several such blocks within a range the node allows are asked in one getLogs over the range
+        (one call, not one a block); a block the range's answer holds no log of, its bloom says it
+        may, is asked by its hash as a single one is (a backend that lacks it answered the range)."""
         wanted = [header for header in headers if self.bloom.may_hold(header.get("logsBloom"))]
         asked = {header["hash"] for header in wanted}
-        answers: dict[str, Any] = {}
-        if wanted:
-            try:
-                answers = dict(zip((h["hash"] for h in wanted),
+        answers: dict[str, Any] = self._by_range(wanted)
+        wanted = [header for header in wanted if header["hash"] not in answers]
+        if wanted:  # a refusal of one of them: asked one by one below, up to the first that fails
+            with contextlib.suppress(NodeBehind, RpcError):
+                answers.update(zip((h["hash"] for h in wanted),
                                    self.rpc.batch([self._get_logs(header) for header in wanted],
                                                   behind_retries=BEHIND_RETRIES, failures=UNREACHABLE_AFTER),
                                    strict=True))
-            except (NodeBehind, RpcError):  # one of them: asked one by one, up to the first that fails
-                answers = {}
         read: list[list[Log]] = []
         for header in headers:
             try:
@@ -180,6 +185,29 @@ class LiveReader:
                     raise
                 break
         return read
+
+    def _by_range(self, wanted: list[Header]) -> dict[str, list[Log]]:
+        """The logs of the blocks of `wanted` that one getLogs over their range holds, by block
+        hash; the blocks it holds none of are left out, to be asked by hash. Nothing for fewer
+        than two blocks, a range wider than the node allows, or a refusal."""
+        if len(wanted) < 2:
+            return {}
+        first, last = int(wanted[0]["number"], 16), int(wanted[-1]["number"], 16)
+        if last - first + 1 > self.span():
+            return {}
+        try:
+            logs = self.rpc.call("eth_getLogs", [{"address": self.address, "fromBlock": hex(first),
+                                                  "toBlock": hex(last), "topics": [RECORD_EVENT_TOPICS]}],
+                                 behind_retries=0, failures=UNREACHABLE_AFTER)
+        except (NodeBehind, RpcError):  # asked block by block instead
+            return {}
+        if not isinstance(logs, list):
+            return {}
+        by_hash: dict[str, list[Log]] = {}
+        for log in logs:
+            if isinstance(log, dict):
+                by_hash.setdefault(str(log.get("blockHash")), []).append(log)
+        return {header["hash"]: by_hash[header["hash"]] for header in wanted if header["hash"] in by_hash}
 
     def _call(self, method: str, params: list[Any]) -> Any:
         """One call about one block. A refusal other than a method not served (a query timeout,
@@ -258,7 +286,7 @@ class Realtime:
         self.rpc = rpc
         self.reader = reader  # its decoder
         self.committer = committer
-        self.live = LiveReader(rpc, address)
+        self.live = LiveReader(rpc, address, span=reader.fetcher.allowed_span)
         self.headers = HeaderChain()
 
     def follow(self, deployment: Deployment, parent: str | None, last: int, head: int, safe: int,

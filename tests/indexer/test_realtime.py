@@ -1,10 +1,17 @@
 """The realtime phase's parts (indexer.realtime): the bloom test against real headers of the dev
-chain, and the headers kept linked by parent hash."""
+chain, the headers kept linked by parent hash, and the logs of a hand-over's blocks read by range
+where the node allows it, by block hash where the range's answer lacks a block."""
 
 from __future__ import annotations
 
-from indexer.realtime import BloomFilter, HeaderChain
+from typing import Any
+
+import pytest
+
+from indexer.realtime import BloomFilter, HeaderChain, LiveReader
+from indexer.rpc import RpcClient
 from tests.chain import USDC, Chain
+from tests.node_proxy import NodeLimits, NodeProxy
 
 
 def test_the_bloom_admits_the_contracts_record_blocks_and_rules_out_the_others(chain: Chain) -> None:
@@ -40,3 +47,44 @@ def test_headers_hang_together_from_the_indexed_tip_and_a_broken_link_drops_them
     assert chain.missing(11, 15) == [11, 12, 13, 14, 15]
     chain.add(_header(11, f"0x{10:064x}"))
     assert chain.linked(11, 13, "0x" + "aa" * 32) == (10, True)  # the tip is not 11's parent
+
+
+def _created_in_a_row(chain: Chain, count: int) -> list[int]:
+    chain.send(chain.usdc.functions.approve(chain.board.address, 2**256 - 1), chain.account(1))
+    numbers = []
+    for n in range(count):
+        chain.send(chain.board.functions.createBounty(f"ipfs://row-{n}", b"\x05" * 32, USDC, 3600), chain.account(1))
+        numbers.append(chain.w3.eth.block_number)
+    return numbers
+
+
+def test_a_hand_over_of_several_record_blocks_reads_their_logs_in_one_range_call(chain: Chain) -> None:
+    numbers = _created_in_a_row(chain, 3)
+    asked: list[dict[str, Any]] = []
+    with NodeProxy(chain.deployment.rpc_url, NodeLimits()) as node:
+        node.before_call = lambda call: asked.append(call["params"][0]) if call["method"] == "eth_getLogs" else None
+        live = LiveReader(RpcClient(node.url), chain.deployment.contract_address.lower(), span=lambda: 50)
+        headers = [header for header in live.headers(list(range(numbers[0], numbers[-1] + 1))) if header]
+        read = live.logs(headers)
+    assert [len(logs) for logs in read] == [1, 1, 1]
+    assert [int(logs[0]["blockNumber"], 16) for logs in read] == numbers
+    assert len(asked) == 1 and "blockHash" not in asked[0]  # one range, not one call a block
+
+
+@pytest.mark.parametrize("span", [1, 50])
+def test_blocks_a_range_answer_lacks_or_cannot_cover_are_asked_by_hash(chain: Chain, span: int) -> None:
+    numbers = _created_in_a_row(chain, 3)
+    asked: list[dict[str, Any]] = []
+    with NodeProxy(chain.deployment.rpc_url, NodeLimits()) as node:
+        def spy(call: dict[str, Any]) -> None:
+            if call["method"] == "eth_getLogs":
+                asked.append(call["params"][0])
+                if "blockHash" not in call["params"][0]:  # as a backend that lacks the newest block answers
+                    call["params"][0]["toBlock"] = hex(numbers[-2])
+
+        node.before_call = spy
+        live = LiveReader(RpcClient(node.url), chain.deployment.contract_address.lower(), span=lambda: span)
+        read = live.logs([header for header in live.headers(numbers) if header])
+    assert [int(logs[0]["blockNumber"], 16) for logs in read] == numbers  # nothing lost
+    by_hash = [query for query in asked if "blockHash" in query]
+    assert len(by_hash) == (1 if span == 50 else 3)
