@@ -51,7 +51,7 @@ def test_headers_hang_together_from_the_indexed_tip_and_a_broken_link_drops_them
 
 def _created_in_a_row(chain: Chain, count: int) -> list[int]:
     chain.send(chain.usdc.functions.approve(chain.board.address, 2**256 - 1), chain.account(1))
-    numbers = []
+    numbers: list[int] = []
     for n in range(count):
         chain.send(chain.board.functions.createBounty(f"ipfs://row-{n}", b"\x05" * 32, USDC, 3600), chain.account(1))
         numbers.append(chain.w3.eth.block_number)
