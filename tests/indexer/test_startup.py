@@ -1,7 +1,8 @@
 """The start-up's start block (indexer.startup.find_start_block): with BOUNTY_START_BLOCK unset, the
 contract's deployment block found by bisection on eth_getCode through the node, in about log2(head)
 calls, stored and shown in /health, with no getLogs below it; a node that keeps no old state stops
-run_indexer naming BOUNTY_START_BLOCK, never a silent read from block 0.
+run_indexer naming BOUNTY_START_BLOCK, never a silent read from block 0, unless an explorer names
+the contract's first log (tests/explorer.py), which the node's header of that block confirms.
 
 The node is a fresh anvil of the module's own (the session's chain, reverted after every test, does
 not keep the state of its first blocks for long) behind tests/node_proxy.py, which presents QUIET
@@ -15,6 +16,7 @@ import signal
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import pytest
 
 from contracts.devchain import Anvil, deploy_reference_contracts, free_port
@@ -23,6 +25,7 @@ from indexer.models import SyncState
 from indexer.sync import Indexer
 from records.models import Bounty, Deployment
 from tests.chain import Chain
+from tests.explorer import FakeBlockscout
 from tests.indexer.conftest import catch_up_to_head, config_for, process_env
 from tests.indexer.test_run_indexer_command import create_bounty, run, start, wait_until
 from tests.node_proxy import NodeLimits, NodeProxy
@@ -123,3 +126,27 @@ def test_a_configured_start_block_is_shown_as_configured(chain: Chain, settings:
     health = indexer_health(Deployment.objects.get())
     assert (health["start_block"], health["start_block_found"]) == (chain.deployment.start_block, False)
     assert SyncState.objects.get().found_start_block is None
+
+
+def test_a_node_without_the_old_state_beside_an_explorer_starts_at_the_contracts_first_log(chain: Chain) -> None:
+    create_bounty(chain, "ipfs://found-by-the-explorer")
+    with NodeProxy(chain.deployment.rpc_url, NodeLimits(gap=QUIET, gap_after=0, state_kept=4)) as node, \
+            NodeProxy(chain.deployment.rpc_url, NodeLimits(gap=QUIET, gap_after=0)) as presented, \
+            FakeBlockscout(presented.url) as explorer:
+        first_log = int(presented_logs(presented, chain.deployment.contract_address)[0]["blockNumber"], 16)
+        indexer = Indexer(config_for(chain, BOUNTY_RPC_URL=node.url, BOUNTY_START_BLOCK=None,
+                                     BOUNTY_EXPLORER_RPC_URL=explorer.url))
+        indexer.find_start_block()
+        catch_up_to_head(indexer)
+        stats = node.stats
+    assert indexer.config.start_block == first_log > QUIET
+    assert stats.lowest_block_read is not None and stats.lowest_block_read >= first_log
+    assert Bounty.objects.filter(prompt="ipfs://found-by-the-explorer").exists()
+    assert Bounty.objects.count() == chain.board.functions.bountyCount().call()
+
+
+def presented_logs(node: NodeProxy, address: str) -> list[dict[str, Any]]:
+    answer = httpx.post(node.url, json={"jsonrpc": "2.0", "id": 1, "method": "eth_getLogs", "params": [
+        {"address": address, "fromBlock": "0x0", "toBlock": "latest"}]}).json()
+    logs: list[dict[str, Any]] = answer["result"]
+    return logs
