@@ -33,6 +33,7 @@ logger = logging.getLogger(__name__)
 Logs = list[dict[str, Any]]
 QUIET_BATCH_SECONDS = 1.0  # at most this long between the commits of a stretch without events
 _WAIT_STEP = 0.1  # seconds between looks at `stop` while waiting for a range
+GROWING_AHEAD = 2  # ranges planned ahead while the span still doubles (OrderedRanges)
 PROBE_EVERY = 256  # ranges answered between two probes past a ceiling that a refusal left
 # Blocks below the head past which no reorganisation is expected (two epochs of Ethereum; an OP
 # Stack chain's blocks that deep are derived from L1 data): an event block that deep takes its hash
@@ -59,6 +60,7 @@ class LogFetcher:
     refused: int | None = None  # the smallest span refused
     _since_refusal: int = 0  # ranges answered since the last refusal or probe
     _probing: int | None = None  # the ceiling before a probe past it
+    grown: bool = False  # the span has stopped doubling: a refusal, the cap, or ranges that hold many logs
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)  # ranges are read on several threads
 
     def fetch(self, start: int, end: int) -> tuple[int, list[dict[str, Any]]]:
@@ -101,6 +103,11 @@ class LogFetcher:
         limit = self.max_span if self.ceiling is None else min(self.max_span, self.ceiling)
         return max(1, min(self.span, limit))
 
+    def cap(self) -> int:
+        """The widest range the node allows, as configured or as its refusals taught."""
+        with self._lock:
+            return self.max_span if self.ceiling is None else min(self.max_span, self.ceiling)
+
     def allowed_span(self) -> int:
         """The widest range the node is known to answer now: the span ranges are asked at."""
         with self._lock:
@@ -113,9 +120,12 @@ class LogFetcher:
             self._probing = None
         if logs > self.target_logs:
             self.span = max(1, size * self.target_logs // logs)
+            self.grown = True
             return
         if size >= self.span and logs < self.target_logs // 2:
             self.span = min(self.max_span, self.span * 2)
+        if self.span >= self.max_span or logs >= self.target_logs // 2:
+            self.grown = True
         ceiling, refused = self.ceiling, self.refused
         if (ceiling is not None and size >= ceiling and self._since_refusal >= PROBE_EVERY
                 and logs < self.target_logs // 2 and (refused is None or ceiling < refused - 1)):
@@ -131,6 +141,7 @@ class LogFetcher:
             raise IndexerError(f"the node at {self.rpc.node} refuses eth_getLogs even for the single block "
                                f"{start}: {exc}")
         self._since_refusal = 0
+        self.grown = True
         if self._probing is not None and size > self._probing:  # a probe refused: back to the ceiling before it
             self.ceiling = self.span = self._probing
             self._probing = None
@@ -254,7 +265,9 @@ class OrderedRanges:
 
     def _plan(self) -> None:
         """Submits ranges until enough are in flight or waiting: twice what the node bears now."""
-        wanted = min(self._ahead, 2 * self._fetcher.rpc.pacer.limit)
+        # While the span still doubles, few ranges are planned ahead: the ones planned now take the
+        # span known now, and a deep queue of short ranges costs a call each (a first sync's start).
+        wanted = min(self._ahead, 2 * self._fetcher.rpc.pacer.limit if self._fetcher.grown else GROWING_AHEAD)
         while self._next <= self._end and len(self._pending) < wanted:
             first, last = self._next, min(self._end, self._next + self._fetcher.span - 1)
             future: concurrent.futures.Future[FetchedRange] = concurrent.futures.Future()
@@ -303,7 +316,8 @@ class BatchReader:
         if self.guide is not None:
             self.guide.use(rpc)
 
-    def read(self, start: int, safe: int, head: int, final: int | None = None) -> Iterator[Batch]:
+    def read(self, start: int, safe: int, head: int, final: int | None = None, *,
+             guided: bool = False) -> Iterator[Batch]:
         """The record events of blocks start..safe in batches of about `batch_logs` events, each
         with the headers of its event blocks, of its last block and of the block before it,
         decoded one batch at a time so the first can be committed while the rest are read.
@@ -316,9 +330,10 @@ class BatchReader:
         the safe head the sync runs to, `final` (default `safe`): the realtime phase reads on from
         `safe` when it is lower.
 
-        With an explorer (`guide`), the blocks it has indexed come first, as it guides
-        (indexer.explorer): batches marked `guided`; the blocks after them by range."""
-        if self.guide is not None:
+        `guided` (Historical.guided says when it pays): the blocks the explorer (`guide`) has
+        indexed come first, as it guides (indexer.explorer), in batches marked `guided`; the
+        blocks after them by range."""
+        if guided and self.guide is not None:
             for first, to, guided_logs in self.guide.read(start, safe):
                 for part_first, part_last, part in split_logs(self._relevant(guided_logs), first, to, self.sizes):
                     batch = self._batch(part_first, part_last, part, head, safe if final is None else final)

@@ -23,8 +23,12 @@ from indexer.errors import ChainChanged
 from indexer.fetch import BatchReader, batch_sizes
 from indexer.models import SyncState
 from indexer.pipeline import BatchWriter, ReadAhead, RecordMemory, collections_between_batches
+from indexer.proof import COUNTERS
+from indexer.startup import view_words
+from records.kinds import KINDS
 from records.models import Deployment
 
+GUIDANCE_MARGIN = 16  # ranges that guidance must save beyond what it adds (Historical.guided)
 RECORD_MEMORY = 200_000  # records a catch-up keeps in memory between batches (about 2 KB each)
 _RELEASED = 2**62  # `committed` once the writing process stops: past any block
 
@@ -51,10 +55,12 @@ class Historical:
         self.reader.sizes = batch_sizes(self.config.batch_logs)
         self.safe = safe  # the batches' safe head: a bulk backfill ends with the realtime phase's first batch
         if state.bulk_from_block is not None:
-            self._bulk(deployment, state, parent, last + 1, settled, head)
+            self._bulk(deployment, state, parent, last + 1, settled, head, self.guided(deployment, last + 1, settled))
             return
         memory = RecordMemory()
-        with ReadAhead(lambda start: self.reader.read(start, settled, head, self.safe), last + 1, settled,
+        guided = self.guided(deployment, last + 1, settled)
+        with ReadAhead(lambda start: self.reader.read(start, settled, head, self.safe, guided=guided), last + 1,
+                       settled,
                        self.config.read_ahead, self.stop) as batches, collections_between_batches():
             for n, batch in enumerate(batches, start=1):
                 if batch.parent_hash != parent:
@@ -67,8 +73,31 @@ class Historical:
                 if n % 64 == 0:
                     gc.collect(1)
 
+    def guided(self, deployment: Deployment, first: int, last: int) -> bool:
+        """Whether an explorer's guidance pays for blocks first..last (indexer.explorer): the ranges
+        they take through the node outnumber, by GUIDANCE_MARGIN, what guidance costs the node for
+        a contract of that many records: about two calls an event block (a record's events mostly
+        in blocks of their own: up to three a record), and the proof of the mirror (three calls and
+        one a record). The contract's record counters are read for it (one request) once the ranges
+        are enough to pay for anything. So a first sync on a plan with a short cap is guided; a
+        catch-up of minutes after a restart, or a paid plan's wide ranges, are read by range."""
+        guide = self.reader.guide
+        if guide is None or not guide.in_use:
+            return False
+        ranges = (last - first + 1) / self.reader.fetcher.cap()
+        if ranges <= 3 + GUIDANCE_MARGIN:
+            return False
+        counts = view_words(self.reader.rpc, [(self.config.contract_address, f"{name}()") for name in COUNTERS])
+        if any(count is None for count in counts):  # the counters do not answer: as many records as the mirror's
+            totals = [kind.total_field for kind in KINDS]
+            deployment.refresh_from_db(fields=totals)
+            records: int = sum(getattr(deployment, total) for total in totals)
+        else:
+            records = sum(int(count, 16) for count in counts if count is not None)
+        return ranges > 3 + 3 * records + GUIDANCE_MARGIN
+
     def _bulk(self, deployment: Deployment, state: SyncState, parent: str | None,
-                       first: int, safe: int, head: int) -> None:
+                       first: int, safe: int, head: int, guided: bool) -> None:
         """A bulk backfill's catch-up over three processes: a reader process reads and decodes,
         a second one applies and renders (`_prepare_ahead`, which forks the reader), and this
         one writes (`Committer.commit_prepared`), on PostgreSQL from a thread of its own (BatchWriter) so
@@ -83,7 +112,8 @@ class Historical:
 
         writer: BatchWriter[Prepared] | None = None
         try:
-            with ReadAhead(lambda start: self._prepare_ahead(deployment, state, memory, committed, start, safe, head),
+            with ReadAhead(lambda start: self._prepare_ahead(deployment, state, memory, committed, start, safe, head,
+                                                             guided),
                            first, safe, self.config.read_ahead, self.stop, in_process=True,
                            on_start=self.own_connections) as prepared_batches, collections_between_batches():
                 try:
@@ -108,13 +138,13 @@ class Historical:
                 writer.close()
 
     def _prepare_ahead(self, deployment: Deployment, state: SyncState, memory: RecordMemory, committed: Any,
-                       start: int, safe: int, head: int) -> Iterator[Prepared]:
+                       start: int, safe: int, head: int, guided: bool) -> Iterator[Prepared]:
         """(In a bulk backfill's preparing process.) Every batch from `start` to `safe`, read
         ahead by a reader process of its own, applied to the records in `memory` and rendered,
         with its rows converted for the database. Before the memory forgets its
         records, the batches that wrote them must be committed: the records are read back from
         the database after that."""
-        with ReadAhead(lambda first: self.reader.read(first, safe, head, self.safe), start, safe,
+        with ReadAhead(lambda first: self.reader.read(first, safe, head, self.safe, guided=guided), start, safe,
                        self.config.read_ahead,
                        self.stop, in_process=True, on_start=self.own_connections) as batches, \
                 collections_between_batches(collect_at_end=False):  # this process exits after

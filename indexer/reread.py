@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from indexer.errors import ChainChanged, NodeBehind
 from indexer.events import UndecodableLog, decode_log
-from indexer.fetch import LogFetcher
+from indexer.fetch import LogFetcher, OrderedRanges
 from indexer.metrics import IndexerMetrics
 from indexer.models import AppliedLog, IndexedBlock, SyncState
 from indexer.reorg import Reorganisations
@@ -65,10 +65,10 @@ class Rereads:
     def reread(self, deployment: Deployment, state: SyncState, first: int, last: int) -> bool:
         """Reads blocks first..last again by range and compares; True when it changed the mirror
         (a repair), or found that the chain changed (ChainChanged: the caller checks the tip)."""
-        fetched = self.fetcher.fetch_all(first, last)
-        if fetched.error is not None:
-            raise fetched.error
-        read = self._keyed(fetched.logs)
+        logs: list[dict[str, object]] = []
+        for _, _, part, _ in OrderedRanges(self.fetcher, first, last):  # several ranges at once: a repair's are many
+            logs.extend(part)
+        read = self._keyed(logs)
         chain = set(read)
         ledger = {(number, index, block_hash, tx_hash) for number, index, block_hash, tx_hash in
                   AppliedLog.objects.filter(deployment=deployment, block_number__range=(first, last))
@@ -100,6 +100,7 @@ class Rereads:
                        [read[key] for key in lost],
                        sorted(ledger), block - 1)
         self.metrics.reread_repairs.inc()
+        self._read_twice(state, block - 1)  # the blocks before the first lost log are read twice and equal
         self.reorganisations.roll_back_to(deployment, block - 1)
         return True
 

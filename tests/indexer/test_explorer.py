@@ -155,3 +155,25 @@ def test_an_explorer_that_is_down_costs_speed_only(history: Chain) -> None:
         catch_up_to_head(indexer)
         assert indexer.reader.guide is not None and not indexer.reader.guide.in_use
     assert_consistent(chain, indexer)
+
+
+def test_the_explorer_is_asked_only_where_it_pays(history: Chain) -> None:
+    chain = history
+    with guided(chain, BOUNTY_GETLOGS_MAX_BLOCKS=10_000) as (indexer, _, explorer):  # a paid plan's ranges
+        catch_up_to_head(indexer)
+        assert explorer.stats.requests == 0
+    assert_consistent(chain, indexer)
+
+
+def test_a_short_catch_up_after_a_guided_sync_is_read_by_range(history: Chain) -> None:
+    chain = history
+    with guided(chain) as (indexer, _, explorer):
+        catch_up_to_head(indexer)
+        asked = explorer.stats.requests
+        chain.send(chain.board.functions.createBounty("ipfs://after-the-guided-sync", b"\x07" * 32, USDC, 3600),
+                   chain.account(1))
+        _mine(chain, 60)  # a minute of chain 91342 while the indexer was away: 12 ranges of 5 blocks
+        catch_up_to_head(indexer)
+        assert explorer.stats.requests == asked
+        assert SyncState.objects.get(deployment=indexer.deployment).guided_from_block is None  # no second proof
+    assert_consistent(chain, indexer)
