@@ -100,18 +100,15 @@ class LogFetcher:
             return to, logs
 
     def _span(self) -> int:
-        limit = self.max_span if self.ceiling is None else min(self.max_span, self.ceiling)
-        return max(1, min(self.span, limit))
+        return max(1, min(self.span, self._cap()))
+
+    def _cap(self) -> int:
+        return self.max_span if self.ceiling is None else min(self.max_span, self.ceiling)
 
     def cap(self) -> int:
         """The widest range the node allows, as configured or as its refusals taught."""
         with self._lock:
-            return self.max_span if self.ceiling is None else min(self.max_span, self.ceiling)
-
-    def allowed_span(self) -> int:
-        """The widest range the node is known to answer now: the span ranges are asked at."""
-        with self._lock:
-            return self._span()
+            return self._cap()
 
     def _answered(self, size: int, logs: int) -> None:
         """A range of `size` blocks held `logs` logs: the span for the next ones."""
@@ -309,6 +306,7 @@ class BatchReader:
         self.start_block = start_block
         self.batch_logs = batch_logs
         self.sizes: Iterator[int] = itertools.repeat(batch_logs)  # the sizes of the next batches
+        self._last_read: tuple[int, str] | None = None  # the last block of the last batch read, and its hash
 
     def use(self, rpc: RpcClient) -> None:
         """Reads through this client from now on (a forked process's own)."""
@@ -367,14 +365,20 @@ class BatchReader:
                    if number <= head - STAMPED_DEPTH and number != last}
         numbers = {e.log.block_number for e in events} | {last}
         parent_number = first - 1 if first > self.start_block else None
-        asked = {n for n in numbers if n not in stamped} | ({parent_number} if parent_number is not None else set())
+        # The block before, read as the last of the batch before, STAMPED_DEPTH deep: its hash as read then.
+        known = self._last_read if parent_number is not None and parent_number <= head - STAMPED_DEPTH and \
+            self._last_read is not None and self._last_read[0] == parent_number else None
+        asked = {n for n in numbers if n not in stamped} | \
+            ({parent_number} if parent_number is not None and known is None else set())
         headers = self._headers(sorted(asked))
         if headers is None:
             raise ChainChanged(f"blocks {first}-{last} changed while being read (a reorganisation)")
         headers.update({n: stamped[n] for n in numbers if n not in headers})
         if any(headers[e.log.block_number]["hash"] != e.log.block_hash for e in events):
             raise ChainChanged(f"blocks {first}-{last} changed while being read (a reorganisation)")
-        parent = headers.pop(parent_number)["hash"] if parent_number is not None else None
+        parent = (known[1] if known is not None else headers.pop(parent_number)["hash"]) \
+            if parent_number is not None else None
+        self._last_read = (last, headers[last]["hash"])
         return Batch(first, last, head, safe, events, {n: headers[n] for n in sorted(numbers)}, parent,
                      self.rpc.tally.take())
 

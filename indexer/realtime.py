@@ -33,7 +33,7 @@ from typing import Any
 from eth_utils.crypto import keccak
 
 from indexer.commit import Committer
-from indexer.errors import ChainChanged, IndexerError, NodeBehind, RpcError
+from indexer.errors import ChainChanged, IndexerError, NodeBehind, RangeTooLarge, RpcError
 from indexer.events import RECORD_EVENT_TOPICS
 from indexer.fetch import Batch, BatchReader
 from indexer.pipeline import RecordMemory
@@ -134,7 +134,8 @@ class LiveReader:
         self.rpc = rpc
         self.address = address
         self.bloom = BloomFilter(address)
-        self.span = span  # the widest getLogs range the node allows now (indexer.fetch.LogFetcher)
+        self.span = span  # the widest getLogs range the node allows, as known (indexer.fetch.LogFetcher)
+        self._refused: int | None = None  # the narrowest range it refused here
         self._receipts_served = True
 
     def headers(self, numbers: list[int]) -> list[Header | None]:
@@ -193,12 +194,16 @@ class LiveReader:
         if len(wanted) < 2:
             return {}
         first, last = int(wanted[0]["number"], 16), int(wanted[-1]["number"], 16)
-        if last - first + 1 > self.span():
+        size = last - first + 1
+        if size > self.span() or (self._refused is not None and size >= self._refused):
             return {}
         try:
             logs = self.rpc.call("eth_getLogs", [{"address": self.address, "fromBlock": hex(first),
                                                   "toBlock": hex(last), "topics": [RECORD_EVENT_TOPICS]}],
                                  behind_retries=0, failures=UNREACHABLE_AFTER)
+        except RangeTooLarge:  # a cap the reader processes learnt, not this one: never asked as wide again
+            self._refused = size if self._refused is None else min(self._refused, size)
+            return {}
         except (NodeBehind, RpcError):  # asked block by block instead
             return {}
         if not isinstance(logs, list):
@@ -286,7 +291,7 @@ class Realtime:
         self.rpc = rpc
         self.reader = reader  # its decoder
         self.committer = committer
-        self.live = LiveReader(rpc, address, span=reader.fetcher.allowed_span)
+        self.live = LiveReader(rpc, address, span=reader.fetcher.cap)
         self.headers = HeaderChain()
 
     def follow(self, deployment: Deployment, parent: str | None, last: int, head: int, safe: int,

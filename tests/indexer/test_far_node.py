@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from contracts.demo import seed_demo_activity
+from indexer.fetch import GROWING_AHEAD
 from indexer.health import indexer_health
 from indexer.models import AppliedLog, IndexedBlock
 from indexer.sync import Indexer
@@ -68,6 +69,7 @@ def test_ranges_are_read_several_at_once_and_committed_in_order(busy_then_quiet:
         catch_up_to_head(indexer)
         assert node.stats.max_in_flight > 4
         assert node.stats.refused["range"] >= 1  # it learnt the cap from the node's refusal
+        assert node.stats.refused["range"] <= GROWING_AHEAD  # while the span grew, few ranges were planned ahead
         phases = indexer.committer.phase_calls(indexer.rpc.tally.take())
         assert phases["historical"] > 0 and sum(phases.values()) == node.stats.total_calls  # each call in one phase
     assert_consistent(chain, indexer)
