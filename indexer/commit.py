@@ -80,6 +80,7 @@ class Committer:
         self.rate_limited_at: datetime | None = None  # when the node last limited the rate (for /health)
         self.node_asked: float | None = None  # when a request was last sent to the node, by any process
         self.calls_by_phase: Counter[str] = Counter()  # since this process started (for /health)
+        self.guided_prepared = False  # a batch an explorer guided was prepared (until the proof: indexer.proof)
         self._phases_lock = threading.Lock()  # counted from a bulk backfill's writer thread too
 
     @property
@@ -157,7 +158,10 @@ class Committer:
         # A reorganisation never rolls back to below the oldest block hash kept after this batch
         # (see indexer.reorg), so the logs of the blocks up to there need no undo entries; unless
         # an explorer guided the sync, until its proof (indexer.proof.GuidedSyncProof).
-        unproven = batch.guided or state.guided_from_block is not None
+        # `state` is the catch-up's start in a bulk backfill's preparing process: a guided batch
+        # prepared before this one in the same process counts too.
+        self.guided_prepared = self.guided_prepared or batch.guided
+        unproven = self.guided_prepared or state.guided_from_block is not None
         undo_floor = -1 if unproven else batch.to - self.kept_blocks
         # The ledger's rows as the database takes them (bulk.ConvertedRows): the decoder checked
         # the hashes, and the undo entries are JSON text.

@@ -13,8 +13,9 @@ which blocks hold the contract's record events, and asks the node only about tho
   the contract's own state (indexer.proof), which a log the explorer never showed cannot escape:
   the first block guided is kept in `SyncState.guided_from_block` until the proof passes, and a
   difference has those blocks read again by range through the node and repaired (indexer.reread);
-- the explorer covers the blocks it has indexed (its `eth_blockNumber`): the rest is read by
-  range as without it.
+- the explorer is asked up to its `eth_blockNumber` (the newest block it has stored): the rest is
+  read by range as without it. Blocks it stored without their logs yet (an explorer catching up)
+  are taken as empty there too, and it is the proof that finds them.
 
 An explorer that is down, limits the rate, times out on every split of a range, answers malformed
 or names a block the node contradicts costs speed only: it is set aside for the rest of the
@@ -106,10 +107,18 @@ class ExplorerGuide:
             return None
         try:
             page = self._ask("eth_getLogs", [{"address": self.address, "fromBlock": "0x0", "toBlock": "latest"}])
-            if not isinstance(page, list) or not page:
+            logs = [log for log in page if not (isinstance(log, dict) and log.get("removed"))] \
+                if isinstance(page, list) else []
+            if not logs:
                 return None
-            number, _, block_hash = self._read_log(page[0], 0, 2**63)
-            header = self.node.call("eth_getBlockByNumber", [hex(number), False])
+            number, _, block_hash = self._read_log(logs[0], 0, 2**63)
+            try:
+                header = self.node.call("eth_getBlockByNumber", [hex(number), False])
+            except (RetriesExhausted, Stopped):
+                raise
+            except (RpcError, NodeBehind) as exc:
+                raise ExplorerSetAside(f"the node does not give block {number}, of the contract's first log as the "
+                                       f"explorer names it: {exc}") from exc
             if not isinstance(header, dict) or str(header.get("hash", "")).lower() != block_hash:
                 raise ExplorerSetAside(f"the explorer named block {number} ({block_hash}) for the contract's first "
                                        f"log; the node's block {number} is {header!r}")
@@ -122,7 +131,7 @@ class ExplorerGuide:
 
     def _ask(self, method: str, params: list[Any]) -> Any:
         try:
-            return self.explorer.call(method, params)
+            return self.explorer.call(method, params, behind_retries=0)
         except Stopped:
             raise
         except (RpcError, RetriesExhausted, NodeBehind) as exc:
@@ -166,9 +175,11 @@ class ExplorerGuide:
             if paging is not None:
                 query["paging_options"] = paging
             try:
-                page = self.explorer.call("eth_getLogs", [query])
+                page = self.explorer.call("eth_getLogs", [query], behind_retries=0)
             except Stopped:
                 raise
+            except NodeBehind as exc:  # words of a node behind, from an explorer: not waited for
+                raise ExplorerSetAside(f"eth_getLogs failed: {exc}") from exc
             except RetriesExhausted as exc:
                 if getattr(exc.__cause__, "kind", None) != "timeout":
                     raise ExplorerSetAside(f"eth_getLogs failed: {exc}") from exc
@@ -183,6 +194,8 @@ class ExplorerGuide:
                 yield last, named
                 return
             for log in page:
+                if isinstance(log, dict) and log.get("removed"):  # of a block since replaced
+                    continue
                 number, index, block_hash = self._read_log(log, first, last)
                 if (number, index) <= after:
                     raise ExplorerSetAside(f"eth_getLogs answered its logs out of order (block {number} log {index} "
@@ -222,6 +235,8 @@ class ExplorerGuide:
                                            "topics": [RECORD_EVENT_TOPICS]}]))
         try:
             answers = self.node.batch(calls, behind_retries=2)
+        except (RetriesExhausted, Stopped):  # the node's own trouble, waited for as usual: not the explorer's
+            raise
         except NodeBehind as exc:  # a hash the node does not know
             raise ExplorerSetAside(f"the node does not know a block the explorer named: {exc}") from exc
         except RpcError as exc:

@@ -33,6 +33,7 @@ logger = logging.getLogger(__name__)
 Logs = list[dict[str, Any]]
 QUIET_BATCH_SECONDS = 1.0  # at most this long between the commits of a stretch without events
 _WAIT_STEP = 0.1  # seconds between looks at `stop` while waiting for a range
+NO_CAP = 50_000  # BOUNTY_GETLOGS_MAX_BLOCKS's default: no cap known until the node refuses a range
 GROWING_AHEAD = 2  # ranges planned ahead while the span still doubles (OrderedRanges)
 PROBE_EVERY = 256  # ranges answered between two probes past a ceiling that a refusal left
 # Blocks below the head past which no reorganisation is expected (two epochs of Ethereum; an OP
@@ -54,7 +55,7 @@ class LogFetcher:
     rpc: RpcClient
     address: str
     span: int = 2_000
-    max_span: int = 50_000  # the node's cap, as configured (BOUNTY_GETLOGS_MAX_BLOCKS) or named by the node
+    max_span: int = NO_CAP  # the node's cap, as configured (BOUNTY_GETLOGS_MAX_BLOCKS) or named by the node
     target_logs: int = 4_000  # a range with more logs than this makes the next one shorter (the batch size)
     ceiling: int | None = None  # the largest span that a refusal without a cap left (None: none yet)
     refused: int | None = None  # the smallest span refused
@@ -105,10 +106,11 @@ class LogFetcher:
     def _cap(self) -> int:
         return self.max_span if self.ceiling is None else min(self.max_span, self.ceiling)
 
-    def cap(self) -> int:
-        """The widest range the node allows, as configured or as its refusals taught."""
+    def cap(self) -> int | None:
+        """The widest range the node allows, as configured or as its refusals taught; None while
+        neither says (BOUNTY_GETLOGS_MAX_BLOCKS left at its default, no refusal yet)."""
         with self._lock:
-            return self._cap()
+            return self._cap() if self.max_span < NO_CAP or self.ceiling is not None else None
 
     def _answered(self, size: int, logs: int) -> None:
         """A range of `size` blocks held `logs` logs: the span for the next ones."""

@@ -80,11 +80,14 @@ class Historical:
         in blocks of their own: up to three a record), and the proof of the mirror (three calls and
         one a record). The contract's record counters are read for it (one request) once the ranges
         are enough to pay for anything. So a first sync on a plan with a short cap is guided; a
-        catch-up of minutes after a restart, or a paid plan's wide ranges, are read by range."""
+        catch-up of minutes after a restart, or a paid plan's wide ranges (BOUNTY_GETLOGS_MAX_BLOCKS
+        given, or learnt from a refusal), are read by range."""
         guide = self.reader.guide
         if guide is None or not guide.in_use:
             return False
-        ranges = (last - first + 1) / self.reader.fetcher.cap()
+        # A cap not known yet is taken to be as short as the first ranges: guidance is what a
+        # node of a short cap needs most, and it costs a few calls a record where it is not.
+        ranges = (last - first + 1) / (self.reader.fetcher.cap() or self.config.initial_span)
         if ranges <= 3 + GUIDANCE_MARGIN:
             return False
         counts = view_words(self.reader.rpc, [(self.config.contract_address, f"{name}()") for name in COUNTERS])

@@ -34,6 +34,7 @@ logger = logging.getLogger(__name__)
 
 COUNTERS = ("bountyCount", "submissionCount", "disputeCount")
 BEHIND_RETRIES = 2  # a block the node does not know, asked again before it is believed gone
+PROOF_TRIES = 5  # proofs after a guided sync the node cannot answer, before the blocks are left unproven
 
 
 @dataclass(frozen=True)
@@ -247,22 +248,33 @@ class GuidedSyncProof:
 
     rpc: RpcClient
     metrics: Any  # indexer.metrics.IndexerMetrics
+    committer: Any  # indexer.commit.Committer
     repaired_from: int | None = None  # the guided blocks read again by range in this process
+    failures: int = 0  # proofs in a row the node could not answer
 
     def settle(self, deployment: Deployment, state: SyncState, guide: Any) -> bool:
         first = state.guided_from_block
         assert first is not None
         try:
             proof = prove(self.rpc, deployment)
-        except IndexerError as exc:  # the tip replaced meanwhile: the reorganisation check comes first
-            logger.warning("the mirror could not be proven against the contract yet: %s", exc)
+        except IndexerError as exc:  # the tip replaced meanwhile, or a node that keeps no state that old
+            self.failures += 1
+            if self.failures < PROOF_TRIES:
+                logger.warning("the mirror could not be proven against the contract yet (%d of %d tries): %s",
+                               self.failures, PROOF_TRIES, exc)
+                return False
+            logger.error("the mirror could not be proven against the contract after %d tries (%s): the blocks from "
+                         "%d on that the explorer guided stay unproven. Run manage.py verify_mirror through a node "
+                         "that keeps the state of recent blocks", self.failures, exc, first)
+            self._proven(state)
             return False
+        self.failures = 0
         records = ", ".join(f"{count} {kind}" for kind, count in sorted(proof.records.items()))
         if not proof.differences:
             self.metrics.mirror_proven("equal")
             logger.info("the mirror (%s) equals the contract at block %d (%d eth_calls): the blocks from %d on that "
                         "the explorer guided are proven", records, proof.block, proof.calls, first)
-            SyncState.objects.filter(pk=state.pk).update(guided_from_block=None)
+            self._proven(state)
             return True
         self.metrics.mirror_proven("differs")
         shown = "; ".join(str(difference) for difference in proof.differences[:10])
@@ -273,8 +285,14 @@ class GuidedSyncProof:
         logger.error("the mirror (%s) still differs from the contract at block %d after blocks %d-%d were read again "
                      "by range, in %d fields: %s. Run manage.py verify_mirror; re-index into an empty database",
                      records, proof.block, first, proof.block, len(proof.differences), shown)
-        SyncState.objects.filter(pk=state.pk).update(guided_from_block=None)
+        self._proven(state)
         return True
+
+    def _proven(self, state: SyncState) -> None:
+        """Settled: the guided blocks' hashes and undo entries go as every other block's."""
+        SyncState.objects.filter(pk=state.pk).update(guided_from_block=None)
+        state.guided_from_block = None
+        self.committer.guided_prepared = False
 
     def repair(self, state: SyncState, guide: Any, found: str) -> None:
         """The explorer hid a log (`found` says how it shows): set aside, and the guided blocks read

@@ -130,11 +130,11 @@ class HeaderChain:
 class LiveReader:
     """The node's answers for one block at a time, checked against its header."""
 
-    def __init__(self, rpc: RpcClient, address: str, span: Callable[[], int] = lambda: 1) -> None:
+    def __init__(self, rpc: RpcClient, address: str, span: Callable[[], int | None] = lambda: 1) -> None:
         self.rpc = rpc
         self.address = address
         self.bloom = BloomFilter(address)
-        self.span = span  # the widest getLogs range the node allows, as known (indexer.fetch.LogFetcher)
+        self.span = span  # the widest getLogs range the node allows, as known (None: not known)
         self._refused: int | None = None  # the narrowest range it refused here
         self._receipts_served = True
 
@@ -195,7 +195,8 @@ class LiveReader:
             return {}
         first, last = int(wanted[0]["number"], 16), int(wanted[-1]["number"], 16)
         size = last - first + 1
-        if size > self.span() or (self._refused is not None and size >= self._refused):
+        cap = self.span()
+        if (cap is not None and size > cap) or (self._refused is not None and size >= self._refused):
             return {}
         try:
             logs = self.rpc.call("eth_getLogs", [{"address": self.address, "fromBlock": hex(first),

@@ -30,6 +30,9 @@ from records.models import Deployment
 logger = logging.getLogger(__name__)
 
 REREAD_EVERY = 16  # blocks gathered for one second reading while following the head
+# Ranges read at most by one second reading: a repair of the blocks an explorer guided (indexer.proof)
+# goes window by window, each one that matches kept read twice, the head followed in between.
+REREAD_WINDOW = 256
 GONE_TRIES = 3  # second readings that lack a log the first reading holds, before the first is believed
 
 LogKey = tuple[int, int, str, str]  # block number, log index, block hash, transaction hash
@@ -49,7 +52,8 @@ class Rereads:
         if indexed is None:
             return None
         first = state.read_twice_to(self.start_block) + 1
-        last = min(indexed, settled)
+        window = REREAD_WINDOW * (self.fetcher.cap() or self.fetcher.span)  # a repair's span, a window at a time
+        last = min(indexed, settled, first + window - 1)
         return (first, last) if first <= last else None
 
     def due(self, state: SyncState, settled: int) -> tuple[int, int] | None:

@@ -122,7 +122,7 @@ class Indexer:
                                      own_connections=self._own_connections)
         self.realtime = Realtime(self.rpc, self.reader, self.committer, config.contract_address)
         self.rereads = Rereads(self.reader.fetcher, self.reorganisations, self.metrics, start)
-        self.guided_proof = GuidedSyncProof(self.rpc, self.metrics)
+        self.guided_proof = GuidedSyncProof(self.rpc, self.metrics, self.committer)
         self.index_builder = IndexBuilder(self.rpc, contract_address=config.contract_address, start_block=start,
                                           stop=self.stop)
 
@@ -401,7 +401,8 @@ class Indexer:
         record (BOUNTY_START_BLOCK after the contract's deployment): the indexer stops, saying so."""
         state = SyncState.objects.get(deployment=deployment)
         guide = self.reader.guide
-        if historical and guide is not None and guide.in_use:  # a creation the explorer hid
+        unproven = state.guided_from_block is not None and self.guided_proof.repaired_from != state.guided_from_block
+        if historical and ((guide is not None and guide.in_use) or unproven):  # a creation an explorer hid
             self.guided_proof.repair(state, guide, str(inconsistent))
             return True
         last, read_twice = state.indexed_to(self.start_block), state.read_twice_to(self.start_block)
