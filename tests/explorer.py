@@ -10,8 +10,9 @@ bare string, HTTP 429 `{"message": "Too Many Requests"}` over its budget of requ
 
 And the ways an explorer fails: it can omit logs from its index (`omit`: (block, log index)), name
 a block with a hash of another chain (`wrong_hash`), answer 500 to the next `fail_next`
-requests, time out on ranges wider than `slow_over` blocks (an answer after `slow_seconds`), and go
-away (`go_down`, `come_back`). It counts what it was asked.
+requests or to every page from a block on (`fail_from_block`), time out on ranges wider than
+`slow_over` blocks (an answer after `slow_seconds`), and go away (`go_down`, `come_back`). It
+counts what it was asked.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ class ExplorerFaults:
     omit: set[tuple[int, int]] = field(default_factory=set)  # (block, log index) missing from its index
     wrong_hash: set[int] = field(default_factory=set)  # blocks it names with a hash the chain does not have
     fail_next: int = 0  # the next requests answered HTTP 500
+    fail_from_block: int | None = None  # a getLogs page asked from this block on answered HTTP 500 (it breaks mid-way)
     requests_per_second: int | None = None
     slow_over: int | None = None  # getLogs ranges wider than this many blocks answered after `slow_seconds`
     slow_seconds: float = 0.0
@@ -117,12 +119,24 @@ class FakeBlockscout:
             faults.fail_next -= 1
             self.stats.failed += 1
             return web.json_response({"message": "Internal server error"}, status=500)
+        if self._breaks_at(body):
+            self.stats.failed += 1
+            return web.json_response({"message": "Internal server error"}, status=500)
         if self._over_budget():
             self.stats.failed += 1
             return web.json_response({"message": "Too Many Requests"}, status=429)
         if isinstance(body, list):
             return web.json_response([await self._answer(call) for call in body])
         return web.json_response(await self._answer(body))
+
+    def _breaks_at(self, body: Any) -> bool:
+        """Whether this request asks for a page from `fail_from_block` on."""
+        block = self.faults.fail_from_block
+        if block is None or not isinstance(body, dict) or body.get("method") != "eth_getLogs":
+            return False
+        query = (body.get("params") or [{}])[0]
+        paging = query.get("paging_options") if isinstance(query, dict) else None
+        return isinstance(paging, dict) and int(paging["blockNumber"], 16) >= block
 
     def _over_budget(self) -> bool:
         budget = self.faults.requests_per_second

@@ -180,3 +180,25 @@ def test_a_short_catch_up_after_a_guided_sync_is_read_by_range(history: Chain) -
         assert explorer.stats.requests == asked
         assert SyncState.objects.get(deployment=indexer.deployment).guided_from_block is None  # no second proof
     assert_consistent(chain, indexer)
+
+
+def test_a_creation_hidden_before_the_explorer_broke_is_repaired_from_the_node(history: Chain) -> None:
+    """The explorer hides a bounty's creation, then breaks before the bounty's next event: the
+    blocks after are read by range, where that event finds a record the mirror lacks. The guided
+    blocks are unproven, so they are read again by range and the creation repaired (the indexer
+    does not stop as it does for a start block after the deployment)."""
+    chain = history
+    logs = _record_logs(chain)
+    created = [log for log in logs if type(decode_log(log)).__name__ == "BountyCreated"]
+    hidden = created[0]
+    block = int(hidden["blockNumber"], 16)
+    later = next(int(log["blockNumber"], 16) for log in logs if int(log["blockNumber"], 16) > block
+                 and type(decode_log(log)).__name__ == "BountyCreated")  # the next bounty's: named, then it breaks
+    faults = ExplorerFaults(page=1, omit={(block, int(hidden["logIndex"], 16))}, fail_from_block=later)
+    with guided(chain, faults) as (indexer, _, _):
+        catch_up_to_head(indexer)
+        assert indexer.reader.guide is not None and not indexer.reader.guide.in_use
+    assert_consistent(chain, indexer)
+    assert indexer.metrics.registry.get_sample_value(
+        "bounty_indexer_reread_repairs_total", {"chain_id": str(indexer.config.chain_id),
+                                                "contract": indexer.config.contract_address}) == 1
