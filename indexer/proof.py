@@ -250,11 +250,14 @@ class GuidedSyncProof:
     metrics: Any  # indexer.metrics.IndexerMetrics
     committer: Any  # indexer.commit.Committer
     repaired_from: int | None = None  # the guided blocks read again by range in this process
+    repair_until: int = -1  # ... up to this block (the newest read by range when the repair began)
     failures: int = 0  # proofs in a row the node could not answer
 
     def settle(self, deployment: Deployment, state: SyncState, guide: Any) -> bool:
         first = state.guided_from_block
         assert first is not None
+        if self.repaired_from == first and state.read_twice_to(first) < self.repair_until:
+            return True  # the repair's second reading is under way (indexer.reread, a window a step)
         try:
             proof = prove(self.rpc, deployment)
         except IndexerError as exc:  # the tip replaced meanwhile, or a node that keeps no state that old
@@ -303,6 +306,7 @@ class GuidedSyncProof:
         if first is None:  # nothing guided is committed: the blocks ahead are read by range
             return
         self.repaired_from = first
+        self.repair_until = state.read_twice_to(first)
         logger.warning("%s: the explorer hid logs. Reading the blocks from %d on again by range through the node to "
                        "repair them", found, first)
         SyncState.objects.filter(pk=state.pk).update(reread_block=first - 1)

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from contracts.demo import seed_demo_activity
+from indexer import reread
 from indexer.events import RECORD_EVENT_TOPICS, decode_log
 from indexer.health import indexer_health
 from indexer.models import SyncState
@@ -101,8 +102,10 @@ def test_a_guided_sync_asks_the_node_only_about_the_blocks_the_explorer_names(hi
 
 
 @pytest.mark.parametrize("which", ["the last", "a creation with later events"])
-def test_a_log_the_explorer_hides_is_found_and_repaired_from_the_node(history: Chain, which: str) -> None:
+def test_a_log_the_explorer_hides_is_found_and_repaired_from_the_node(history: Chain, which: str,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     chain = history
+    monkeypatch.setattr(reread, "REREAD_WINDOW", 16)  # the repair's second reading in several windows, as a long one
     logs = _record_logs(chain)
     created = [log for log in logs if type(decode_log(log)).__name__ == "BountyCreated"]
     hidden = logs[-1] if which == "the last" else created[1]
