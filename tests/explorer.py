@@ -18,15 +18,14 @@ counts what it was asked.
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
 from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from aiohttp import ClientSession, web
+from aiohttp import web
 
-from contracts.devchain import free_port
+from tests.loopback import LoopbackServer
 
 
 @dataclass
@@ -49,69 +48,23 @@ class ExplorerStats:
     failed: int = 0  # answered 500, 429, or too late
 
 
-class FakeBlockscout:
+class FakeBlockscout(LoopbackServer):
+    name = "fake explorer"
+    path = "/api/eth-rpc"
+
     def __init__(self, chain_url: str, faults: ExplorerFaults | None = None) -> None:
+        super().__init__()
         self.chain_url = chain_url
         self.faults = faults or ExplorerFaults()
         self.stats = ExplorerStats()
-        self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/api/eth-rpc"
         self._arrivals: deque[float] = deque()
-        self._down = False
-        self._loop = asyncio.new_event_loop()
-        self._ready = threading.Event()
-        self._thread = threading.Thread(target=self._serve, name="fake-blockscout", daemon=True)
-
-    def __enter__(self) -> FakeBlockscout:
-        self._thread.start()
-        if not self._ready.wait(10):
-            raise RuntimeError("the fake explorer did not start")
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        asyncio.run_coroutine_threadsafe(self._shutdown(), self._loop).result(10)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(5)
-        self._loop.close()
-
-    def go_down(self) -> None:
-        self._down = True
-        asyncio.run_coroutine_threadsafe(self._site.stop(), self._loop).result(10)
-
-    def come_back(self) -> None:
-        async def restart() -> None:
-            self._down = False
-            self._site = web.TCPSite(self._runner, "127.0.0.1", self.port)
-            await self._site.start()
-
-        asyncio.run_coroutine_threadsafe(restart(), self._loop).result(10)
 
     # ---------------------------------------------------------------- serving
 
-    def _serve(self) -> None:
-        asyncio.set_event_loop(self._loop)
-        app = web.Application()
-        app.router.add_post("/api/eth-rpc", self._handle)
-        self._runner = runner = web.AppRunner(app, access_log=None)
-        self._loop.run_until_complete(runner.setup())
-        self._site = web.TCPSite(runner, "127.0.0.1", self.port)
-        self._loop.run_until_complete(self._site.start())
-        self._session = self._loop.run_until_complete(self._open_session())
-        self._ready.set()
-        self._loop.run_forever()
-
-    @staticmethod
-    async def _open_session() -> ClientSession:
-        return ClientSession()
-
-    async def _shutdown(self) -> None:
-        await self._runner.cleanup()
-        await self._session.close()
-
-    async def _handle(self, request: web.Request) -> web.StreamResponse:
-        if self._down and request.transport is not None:
-            request.transport.abort()
-            return web.Response(status=503)
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        if (cut := self.cut_if_down(request)) is not None:
+            return cut
         body = await request.json()
         self.stats.requests += 1
         faults = self.faults

@@ -24,17 +24,16 @@ import asyncio
 import collections
 import json
 import random
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from aiohttp import ClientSession, web
+from aiohttp import web
 from eth_utils.crypto import keccak
 
-from contracts.devchain import free_port
+from tests.loopback import LoopbackServer
 
 EMPTY_BLOOM = "0x" + "00" * 256  # a logsBloom that rules every log out
 
@@ -124,14 +123,16 @@ class NodeStats:
         return sum(self.calls.values())
 
 
-class NodeProxy:
+class NodeProxy(LoopbackServer):
+    name = "node proxy"
+
     def __init__(self, upstream: str, limits: NodeLimits) -> None:
         if limits.wording is not None and limits.wording not in WORDINGS:
             raise ValueError(f"no wording {limits.wording!r}: one of {', '.join(WORDINGS)}")
+        super().__init__()
         self.upstream = upstream
         self.limits = limits
         self.stats = NodeStats()
-        self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/v2/bench-secret-key"
         self._arrivals: collections.deque[float] = collections.deque()  # one entry per call, last second
         # Called with each call before it is answered, on the proxy's thread (a test's hook: the
@@ -141,40 +142,6 @@ class NodeProxy:
         self._blanked: set[tuple[str, int]] = set()  # (what, block) answered once already
         self._gap_hashes: dict[str, int] = {}  # the hashes of gap blocks handed out, to their numbers
         self._in_flight = 0
-        self._down = False  # between go_down and come_back
-        self._loop = asyncio.new_event_loop()
-        self._ready = threading.Event()
-        self._thread = threading.Thread(target=self._serve, name="node-proxy", daemon=True)
-
-    def __enter__(self) -> NodeProxy:
-        self._thread.start()
-        if not self._ready.wait(10):
-            raise RuntimeError("the node proxy did not start")
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        asyncio.run_coroutine_threadsafe(self._shutdown(), self._loop).result(10)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(5)
-        self._loop.close()
-
-    def go_down(self) -> None:
-        """The node goes away: its port refuses connections (and the open ones are closed) until
-        `come_back`, as a provider's maintenance or a network blip does."""
-        self._down = True  # a connection kept alive is cut at its next request
-        asyncio.run_coroutine_threadsafe(self._site.stop(), self._loop).result(10)
-
-    def come_back(self) -> None:
-        async def restart() -> None:
-            self._down = False
-            self._site = web.TCPSite(self._runner, "127.0.0.1", self.port)
-            await self._site.start()
-
-        asyncio.run_coroutine_threadsafe(restart(), self._loop).result(10)
-
-    async def _shutdown(self) -> None:
-        await self._runner.cleanup()  # closes the connections still open and their handlers
-        await self._session.close()
 
     def reset_stats(self) -> NodeStats:
         """The counts so far; counting starts again."""
@@ -183,26 +150,9 @@ class NodeProxy:
 
     # ---------------------------------------------------------------- serving
 
-    def _serve(self) -> None:
-        asyncio.set_event_loop(self._loop)
-        app = web.Application(client_max_size=64 * 1024 * 1024)
-        app.router.add_post("/{tail:.*}", self._handle)
-        self._runner = runner = web.AppRunner(app, access_log=None)
-        self._loop.run_until_complete(runner.setup())
-        self._site = web.TCPSite(runner, "127.0.0.1", self.port)
-        self._loop.run_until_complete(self._site.start())
-        self._session = self._loop.run_until_complete(self._open_session())
-        self._ready.set()
-        self._loop.run_forever()
-
-    @staticmethod
-    async def _open_session() -> ClientSession:
-        return ClientSession()
-
-    async def _handle(self, request: web.Request) -> web.StreamResponse:
-        if self._down and request.transport is not None:
-            request.transport.abort()  # as a node gone away: no answer, the connection reset
-            return web.Response(status=503)
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        if (cut := self.cut_if_down(request)) is not None:  # as a node gone away: no answer, the connection reset
+            return cut
         self._in_flight += 1
         self.stats.max_in_flight = max(self.stats.max_in_flight, self._in_flight)
         try:
