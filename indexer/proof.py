@@ -253,11 +253,15 @@ class GuidedSyncProof:
     repair_until: int = -1  # ... up to this block (the newest read by range when the repair began)
     failures: int = 0  # proofs in a row the node could not answer
 
+    def repairing(self, state: SyncState) -> bool:
+        """Whether the repair's second reading (indexer.reread, a window a step) has not yet come
+        back to where it began: the proof waits for it."""
+        first = state.guided_from_block
+        return first is not None and self.repaired_from == first and state.read_twice_to(first) < self.repair_until
+
     def settle(self, deployment: Deployment, state: SyncState, guide: Any) -> bool:
         first = state.guided_from_block
         assert first is not None
-        if self.repaired_from == first and state.read_twice_to(first) < self.repair_until:
-            return True  # the repair's second reading is under way (indexer.reread, a window a step)
         try:
             proof = prove(self.rpc, deployment)
         except IndexerError as exc:  # the tip replaced meanwhile, or a node that keeps no state that old

@@ -367,6 +367,8 @@ class Indexer:
                 self.historical.catch_up(deployment, state, tip, last, settled, head, safe)
                 return True
             if last >= safe:
+                if self.guided_proof.repairing(state):  # at once while a window is due, else at the next poll
+                    return self.rereads.due(state, settled) is not None
                 if state.guided_from_block is not None:
                     self.rpc.phase = "proof"
                     return self.guided_proof.settle(deployment, state, self.reader.guide)
