@@ -97,8 +97,6 @@ class ExplorerGuide:
                     first = complete_to + 1
         except ExplorerSetAside as exc:
             self.set_aside(str(exc))
-        finally:
-            self.node.tally.absorb(self.explorer.tally.take(), phase="explorer")
 
     def first_event_block(self) -> int | None:
         """The block of the contract's first log, as the explorer says and the node's header of
@@ -129,15 +127,20 @@ class ExplorerGuide:
 
     # ------------------------------------------------------------------ the explorer's side
 
-    def _ask(self, method: str, params: list[Any]) -> Any:
+    def _call(self, method: str, params: list[Any]) -> Any:
+        """One call to the explorer, counted with the node's calls for the `explorer` phase."""
         try:
             return self.explorer.call(method, params, behind_retries=0)
+        finally:
+            self.node.tally.absorb(self.explorer.tally.take(), phase="explorer")
+
+    def _ask(self, method: str, params: list[Any]) -> Any:
+        try:
+            return self._call(method, params)
         except Stopped:
             raise
         except (RpcError, RetriesExhausted, NodeBehind) as exc:
             raise ExplorerSetAside(f"{method} failed: {exc}") from exc
-        finally:
-            self.node.tally.absorb(self.explorer.tally.take(), phase="explorer")
 
     def _head(self) -> int:
         answer = self._ask("eth_blockNumber", [])
@@ -175,7 +178,7 @@ class ExplorerGuide:
             if paging is not None:
                 query["paging_options"] = paging
             try:
-                page = self.explorer.call("eth_getLogs", [query], behind_retries=0)
+                page = self._call("eth_getLogs", [query])
             except Stopped:
                 raise
             except NodeBehind as exc:  # words of a node behind, from an explorer: not waited for
@@ -186,8 +189,6 @@ class ExplorerGuide:
                 raise _Refused(after[0] + 1 if after[1] < 0 else after[0], exc) from exc
             except RpcError as exc:
                 raise _Refused(after[0] + 1 if after[1] < 0 else after[0], exc) from exc
-            finally:
-                self.node.tally.absorb(self.explorer.tally.take(), phase="explorer")
             if not isinstance(page, list):
                 raise ExplorerSetAside(f"eth_getLogs answered {type(page).__name__}, not a list")
             if not page:  # past the last page (whatever page size the explorer keeps to)

@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eth_abi.abi import decode
 from eth_abi.exceptions import DecodingError
@@ -29,6 +29,11 @@ from indexer.rpc import RpcClient
 from indexer.transitions import chain_time
 from records.models import Bounty, BountyStatus, Deployment, Dispute, DisputeStatus, Submission, SubmissionStatus
 from records.snapshot import read_snapshot
+
+if TYPE_CHECKING:
+    from indexer.commit import Committer
+    from indexer.explorer import ExplorerGuide
+    from indexer.metrics import IndexerMetrics
 
 logger = logging.getLogger(__name__)
 
@@ -247,8 +252,8 @@ class GuidedSyncProof:
     is logged as an error with the fields, for verify_mirror and a person, and not repaired in a loop."""
 
     rpc: RpcClient
-    metrics: Any  # indexer.metrics.IndexerMetrics
-    committer: Any  # indexer.commit.Committer
+    metrics: IndexerMetrics
+    committer: Committer
     repaired_from: int | None = None  # the guided blocks read again by range in this process
     repair_until: int = -1  # ... up to this block (the newest read by range when the repair began)
     failures: int = 0  # proofs in a row the node could not answer
@@ -259,7 +264,7 @@ class GuidedSyncProof:
         first = state.guided_from_block
         return first is not None and self.repaired_from == first and state.read_twice_to(first) < self.repair_until
 
-    def settle(self, deployment: Deployment, state: SyncState, guide: Any) -> bool:
+    def settle(self, deployment: Deployment, state: SyncState, guide: ExplorerGuide | None) -> bool:
         first = state.guided_from_block
         assert first is not None
         try:
@@ -301,7 +306,7 @@ class GuidedSyncProof:
         state.guided_from_block = None
         self.committer.guided_prepared = False
 
-    def repair(self, state: SyncState, guide: Any, found: str) -> None:
+    def repair(self, state: SyncState, guide: ExplorerGuide | None, found: str) -> None:
         """The explorer hid a log (`found` says how it shows): set aside, and the guided blocks read
         again by range (those before the first guided one were read by range already)."""
         if guide is not None:
