@@ -5,8 +5,8 @@ Everything per kind reads its descriptor here: the models' sort indexes (records
 lists' sort keys, totals and fast paths (records.selectors), the filters' parents and the sort
 parameter (records.api.filters), the search text (records.search), the chain-order flags
 (records.chronology), the body's counter (records.representation), the routes and the schema
-(records.api), and the indexer's transitions and deferred indexes (indexer.transitions,
-indexer.indexes). docs/development.md shows how to add a sort key or a counter.
+(records.api), and the indexer's transitions, deferred indexes and proof (indexer.transitions,
+indexer.indexes, indexer.index_build, indexer.proof). docs/development.md shows how to add a sort key or a counter.
 
 This module imports no model (records.models reads it to declare its indexes); `model` finds
 the kind's model in the app registry.
@@ -47,8 +47,13 @@ class RecordKind:
     counter: str | None  # the counter of its children it carries in lists and overviews
     # Fields a transition may change on an existing record; a reorganisation restores exactly these.
     mutable_fields: tuple[str, ...]
+    created: MessageType  # the change type of a new record, and of its snapshot message
     updated: MessageType  # the change type of a record changed as a side effect, or restored
     removed: MessageType  # the change type of a record whose creating block was orphaned
+    # The contract's view functions for the kind: its record count and one record by ID (the
+    # proof of a mirror, indexer.proof, and the deferred indexes' size, indexer.index_build).
+    count_getter: str
+    getter: str
 
     @cached_property  # read per record by the indexer's store: looked up in the app registry once
     def model(self) -> type[Bounty] | type[Submission] | type[Dispute]:
@@ -86,7 +91,8 @@ BOUNTY = RecordKind(
     parents=(),
     counter="submission_count",
     mutable_fields=("status", "submission_count"),
-    updated=MessageType.BOUNTY_UPDATED, removed=MessageType.BOUNTY_REMOVED,
+    created=MessageType.BOUNTY_CREATED, updated=MessageType.BOUNTY_UPDATED, removed=MessageType.BOUNTY_REMOVED,
+    count_getter="bountyCount", getter="getBounty",
 )
 SUBMISSION = RecordKind(
     name="submission", resource="submissions", model_name="Submission", id_field="submission_id",
@@ -102,8 +108,9 @@ SUBMISSION = RecordKind(
     parents=("bounty_id",),
     counter="dispute_count",
     mutable_fields=("status", "dispute_count"),
-    updated=MessageType.SUBMISSION_UPDATED,
+    created=MessageType.SUBMISSION_CREATED, updated=MessageType.SUBMISSION_UPDATED,
     removed=MessageType.SUBMISSION_REMOVED,
+    count_getter="submissionCount", getter="getSubmission",
 )
 DISPUTE = RecordKind(
     name="dispute", resource="disputes", model_name="Dispute", id_field="dispute_id",
@@ -119,7 +126,8 @@ DISPUTE = RecordKind(
     parents=("bounty_id", "submission_id"),
     counter=None,
     mutable_fields=("status",),
-    updated=MessageType.DISPUTE_UPDATED, removed=MessageType.DISPUTE_REMOVED,
+    created=MessageType.DISPUTE_CREATED, updated=MessageType.DISPUTE_UPDATED, removed=MessageType.DISPUTE_REMOVED,
+    count_getter="disputeCount", getter="getDispute",
 )
 
 KINDS: tuple[RecordKind, ...] = (BOUNTY, SUBMISSION, DISPUTE)  # parents before children
