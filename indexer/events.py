@@ -17,7 +17,7 @@ import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, get_args
 
 from eth_utils.crypto import keccak
 
@@ -144,19 +144,7 @@ RecordEvent = (
     | BountyRefunded
     | SubmissionRefunded
 )
-_EVENT_CLASSES: dict[str, type[Any]] = {
-    cls.__name__: cls
-    for cls in (
-        BountyCreated,
-        SubmissionCreated,
-        DisputeCreated,
-        DisputeResolved,
-        DisputeCancelled,
-        BountyFinalized,
-        BountyRefunded,
-        SubmissionRefunded,
-    )
-}
+_EVENT_CLASSES: dict[str, type[Any]] = {cls.__name__: cls for cls in get_args(RecordEvent)}
 EVENT_TYPES: tuple[str, ...] = tuple(_EVENT_CLASSES)  # the record events' names, as the metrics label them
 
 

@@ -51,7 +51,7 @@ class Historical:
         block `last` as indexed. ChainChanged when a batch does not follow the one before."""
         self.committer.calls.reset()  # what following costs is measured while following
         # As the database has them: a batch clears them on this object before it commits.
-        deployment.refresh_from_db(fields=[f"{kind}_in_chain_order" for kind in ("bounty", "submission", "dispute")])
+        deployment.refresh_from_db(fields=[kind.in_chain_order_field for kind in KINDS])
         self.reader.sizes = batch_sizes(self.config.batch_logs)
         self.safe = safe  # the batches' safe head: a bulk backfill ends with the realtime phase's first batch
         if state.bulk_from_block is not None:

@@ -8,9 +8,11 @@ databases (SQLite, 50,041 events: 3.8 s end to end with the build against 4.3 s 
 from __future__ import annotations
 
 import logging
+import operator
 import threading
 import time
 from collections.abc import Callable
+from functools import reduce
 
 from django.conf import settings
 from django.db import DatabaseError, InterfaceError, OperationalError, connection, transaction
@@ -22,12 +24,14 @@ from indexer.backend import backend
 from indexer.errors import RpcError
 from indexer.models import IndexStateChoice, SyncState
 from indexer.rpc import RpcClient
+from records.kinds import KINDS
 from records.models import Deployment
 
 logger = logging.getLogger(__name__)
 
 # The contract's record counters, read at the safe head to tell how many rows a backfill adds.
-_COUNTERS = [("0x" + keccak(text=f"{name}()")[:4].hex()) for name in ("bountyCount", "submissionCount", "disputeCount")]
+_COUNTERS = [("0x" + keccak(text=f"{kind.count_getter}()")[:4].hex()) for kind in KINDS]
+_TOTALS = [kind.total_field for kind in KINDS]  # Deployment's count of each kind's records
 BUILD_RETRY_SECONDS = 60  # after a failed index build
 
 
@@ -67,7 +71,7 @@ class IndexBuilder:
         mode: str = settings.BOUNTY_DEFER_INDEXES
         if mode != "auto":
             return mode == "always"
-        held = Deployment.objects.aggregate(n=Sum(F("bounty_total") + F("submission_total") + F("dispute_total")))["n"]
+        held = Deployment.objects.aggregate(n=Sum(reduce(operator.add, (F(total) for total in _TOTALS))))["n"]
         held = int(held or 0)
         adding = self._rows_to_add(deployment, safe)
         logger.info("the backfill adds %s rows to the %d the record tables hold",
@@ -83,8 +87,9 @@ class IndexBuilder:
             total = sum(int(count, 16) for count in counts)
         except (RpcError, ValueError, TypeError):
             return None
-        deployment.refresh_from_db(fields=["bounty_total", "submission_total", "dispute_total"])
-        return max(0, total - deployment.bounty_total - deployment.submission_total - deployment.dispute_total)
+        deployment.refresh_from_db(fields=_TOTALS)
+        held: int = sum(getattr(deployment, field) for field in _TOTALS)
+        return max(0, total - held)
 
     def indexes_to_build(self, deployment: Deployment) -> bool:
         """Whether the secondary indexes wait for this indexer to build them: deferred by its
@@ -100,8 +105,8 @@ class IndexBuilder:
         on PostgreSQL the indexes are then built side by side without CONCURRENTLY, a third
         faster, while this indexer's next commit waits for the build; otherwise CONCURRENTLY,
         which lets every deployment's indexer write meanwhile."""
-        others = Deployment.objects.exclude(pk=deployment.pk).filter(
-            Q(bounty_total__gt=0) | Q(submission_total__gt=0) | Q(dispute_total__gt=0)).exists()
+        holding = reduce(operator.or_, (Q(**{f"{total}__gt": 0}) for total in _TOTALS))
+        others = Deployment.objects.exclude(pk=deployment.pk).filter(holding).exists()
         return indexes.build(deployment, report=logger.info, stop=self.stop, concurrently=others)
 
     def start(self, deployment: Deployment) -> threading.Thread | None:

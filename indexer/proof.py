@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Any
@@ -27,7 +27,8 @@ from indexer.errors import IndexerError, NodeBehind, RetriesExhausted, RpcError
 from indexer.models import IndexedBlock, SyncState
 from indexer.rpc import RpcClient
 from indexer.transitions import chain_time
-from records.models import Bounty, BountyStatus, Deployment, Dispute, DisputeStatus, Submission, SubmissionStatus
+from records.kinds import BOUNTY, BY_NAME, DISPUTE, KINDS, SUBMISSION, Kind, RecordKind
+from records.models import Bounty, Deployment, Dispute, Submission
 from records.snapshot import read_snapshot
 
 if TYPE_CHECKING:
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-COUNTERS = ("bountyCount", "submissionCount", "disputeCount")
+COUNTERS = tuple(kind.count_getter for kind in KINDS)  # the contract's record counts
 BEHIND_RETRIES = 2  # a block the node does not know, asked again before it is believed gone
 PROOF_TRIES = 5  # proofs after a guided sync the node cannot answer, before the blocks are left unproven
 
@@ -98,17 +99,17 @@ def _decoded(name: str, answer: Any) -> Any:
                            "BOUNTY_CONTRACT_ADDRESS the bounty contract, on this node's chain?") from exc
 
 
-def contract_state(rpc: RpcClient, address: str, block: str) -> tuple[dict[str, list[Any]], int]:
-    """Each record kind's getters' answers at the block of hash `block`, by ID (from 1), and the
+def contract_state(rpc: RpcClient, address: str, block: str) -> tuple[dict[Kind, list[Any]], int]:
+    """Each record kind's getter's answers at the block of hash `block`, by ID (from 1), and the
     calls made."""
     counts = [_decoded(name, answer) for name, answer in zip(
         COUNTERS, rpc.batch([_call(name, None, block, address) for name in COUNTERS], behind_retries=BEHIND_RETRIES),
         strict=True)]
-    state: dict[str, list[Any]] = {}
-    for getter, count in zip(("getBounty", "getSubmission", "getDispute"), counts, strict=True):
-        answers = rpc.batch([_call(getter, record_id, block, address) for record_id in range(1, count + 1)],
+    state: dict[Kind, list[Any]] = {}
+    for kind, count in zip(KINDS, counts, strict=True):
+        answers = rpc.batch([_call(kind.getter, record_id, block, address) for record_id in range(1, count + 1)],
                             behind_retries=BEHIND_RETRIES)
-        state[getter] = [_decoded(getter, answer) for answer in answers]
+        state[kind.name] = [_decoded(kind.getter, answer) for answer in answers]
     return state, len(COUNTERS) + sum(counts)
 
 
@@ -122,28 +123,16 @@ def _hash(value: bytes) -> str:
     return "0x" + value.hex()
 
 
-def _compare(kind: str, record_id: int, pairs: Sequence[tuple[str, Any, Any]]) -> Iterator[Difference]:
-    for field, mirrored, held in pairs:
-        if mirrored != held:
-            yield Difference(kind, record_id, field, mirrored, held)
-
-
-def _counter(kind: str, mirrored: int, held: int) -> Iterator[Difference]:
-    if mirrored != held:
-        yield Difference(kind, None, "count", mirrored, held)
-
-
-def _status(values: list[str], held: int) -> str:
-    return values[held] if 0 <= held < len(values) else f"a status the mirror does not know ({held})"
+def _status(kind: RecordKind, held: int) -> str:
+    values = kind.model._meta.get_field("status").choices or []
+    return values[held][0] if 0 <= held < len(values) else f"a status the mirror does not know ({held})"
 
 
 @dataclass(frozen=True)
 class Mirror:
     block: int
     block_hash: str
-    bounties: dict[int, Bounty]
-    submissions: dict[int, Submission]
-    disputes: dict[int, Dispute]
+    records: dict[Kind, dict[int, Any]]  # each kind's records by on-chain ID
 
 
 def mirror_at(deployment: Deployment, block: int | None) -> Mirror:
@@ -159,66 +148,91 @@ def mirror_at(deployment: Deployment, block: int | None) -> Mirror:
                                "blocks (leave --block out, or stop the indexer once it is at that block)")
         block_hash = IndexedBlock.objects.filter(deployment=deployment, number=indexed).values_list(
             "hash", flat=True).get()  # each batch's last block is kept
-        return Mirror(indexed, block_hash,
-                      {b.bounty_id: b for b in Bounty.objects.filter(deployment=deployment)},
-                      {s.submission_id: s for s in Submission.objects.filter(deployment=deployment)},
-                      {d.dispute_id: d for d in Dispute.objects.filter(deployment=deployment)})
+        return Mirror(indexed, block_hash, {
+            kind.name: {getattr(record, kind.id_field): record
+                        for record in kind.model.objects.filter(deployment=deployment)}
+            for kind in KINDS})
 
 
-def differences(mirror: Mirror, state: dict[str, list[Any]]) -> tuple[list[Difference], Counter[str]]:
-    """The mirror's records against the contract's."""
-    bounties, submissions, disputes = mirror.bounties, mirror.submissions, mirror.disputes
-    held_bounties, held_submissions, held_disputes = state["getBounty"], state["getSubmission"], state["getDispute"]
-    found: list[Difference] = [
-        *_counter("bounty", len(bounties), len(held_bounties)),
-        *_counter("submission", len(submissions), len(held_submissions)),
-        *_counter("dispute", len(disputes), len(held_disputes)),
+@dataclass(frozen=True)
+class Held:
+    """The contract's records by kind, and the children counts the mirror keeps (a bounty's
+    submissions, a submission's disputes: the first member of a submission's and a dispute's getter
+    is its parent's ID)."""
+
+    records: dict[Kind, list[Any]]
+    submissions_of: Counter[int]
+    disputes_of: Counter[int]
+
+    @classmethod
+    def of(cls, state: dict[Kind, list[Any]]) -> Held:
+        return cls(state, Counter(held[0] for held in state[SUBMISSION.name]),
+                   Counter(held[0] for held in state[DISPUTE.name]))
+
+
+# Each kind's fields against its getter's answer (the tuple the contract's ABI declares).
+Pairs = list[tuple[str, Any, Any]]
+
+
+def _bounty_pairs(bounty: Bounty, held: tuple[Any, ...], contract: Held) -> Pairs:
+    (poster, status, duration, deadline, window, reward, fee, bond, _, _, metadata_hash, metadata_uri) = held
+    return [
+        ("poster", bounty.poster, _address(poster)), ("status", bounty.status, _status(BOUNTY, status)),
+        ("duration", bounty.duration, duration), ("deadline", bounty.deadline, chain_time(deadline)),
+        ("challenge_window", bounty.challenge_window, window), ("bounty_amount", bounty.bounty_amount, reward),
+        ("fee_amount", bounty.fee_amount, fee), ("bond_amount", bounty.bond_amount, bond),
+        ("metadata_hash", bounty.metadata_hash, _hash(metadata_hash)),
+        ("metadata_uri", bounty.metadata_uri, metadata_uri),
+        ("submission_count", bounty.submission_count, contract.submissions_of[bounty.bounty_id]),
     ]
-    submissions_of = Counter(held[0] for held in held_submissions)
-    disputes_of = Counter(held[0] for held in held_disputes)
-    statuses = (BountyStatus.values, SubmissionStatus.values, DisputeStatus.values)
-    for number, held in enumerate(held_bounties, start=1):
-        (poster, status, duration, deadline, window, reward, fee, bond, _, _, metadata_hash, metadata_uri) = held
-        if (bounty := bounties.get(number)) is None:
-            found.append(Difference("bounty", number, "record", None, "held"))
-            continue
-        found.extend(_compare("bounty", number, [
-            ("poster", bounty.poster, _address(poster)), ("status", bounty.status, _status(statuses[0], status)),
-            ("duration", bounty.duration, duration), ("deadline", bounty.deadline, chain_time(deadline)),
-            ("challenge_window", bounty.challenge_window, window), ("bounty_amount", bounty.bounty_amount, reward),
-            ("fee_amount", bounty.fee_amount, fee), ("bond_amount", bounty.bond_amount, bond),
-            ("metadata_hash", bounty.metadata_hash, _hash(metadata_hash)),
-            ("metadata_uri", bounty.metadata_uri, metadata_uri),
-            ("submission_count", bounty.submission_count, submissions_of[number]),
-        ]))
-    for number, held in enumerate(held_submissions, start=1):
-        (bounty_id, claimant, status, review_deadline, _, bond, metadata_hash, metadata_uri) = held
-        if (submission := submissions.get(number)) is None:
-            found.append(Difference("submission", number, "record", None, "held"))
-            continue
-        found.extend(_compare("submission", number, [
-            ("bounty_id", submission.bounty_id, bounty_id), ("claimant", submission.claimant, _address(claimant)),
-            ("status", submission.status, _status(statuses[1], status)),
-            ("review_deadline", submission.review_deadline, chain_time(review_deadline)),
-            ("bond_amount", submission.bond_amount, bond),
-            ("metadata_hash", submission.metadata_hash, _hash(metadata_hash)),
-            ("metadata_uri", submission.metadata_uri, metadata_uri),
-            ("dispute_count", submission.dispute_count, disputes_of[number]),
-        ]))
-    for number, held in enumerate(held_disputes, start=1):
-        (submission_id, challenger, status, bond, metadata_hash, metadata_uri) = held
-        if (dispute := disputes.get(number)) is None:
-            found.append(Difference("dispute", number, "record", None, "held"))
-            continue
-        parent = held_submissions[submission_id - 1][0] if 0 < submission_id <= len(held_submissions) else None
-        found.extend(_compare("dispute", number, [
-            ("submission_id", dispute.submission_id, submission_id), ("bounty_id", dispute.bounty_id, parent),
-            ("challenger", dispute.challenger_id, _address(challenger)),
-            ("status", dispute.status, _status(statuses[2], status)), ("bond_amount", dispute.bond_amount, bond),
-            ("metadata_hash", dispute.metadata_hash, _hash(metadata_hash)),
-            ("metadata_uri", dispute.metadata_uri, metadata_uri),
-        ]))
-    return found, Counter(bounty=len(bounties), submission=len(submissions), dispute=len(disputes))
+
+
+def _submission_pairs(submission: Submission, held: tuple[Any, ...], contract: Held) -> Pairs:
+    (bounty_id, claimant, status, review_deadline, _, bond, metadata_hash, metadata_uri) = held
+    return [
+        ("bounty_id", submission.bounty_id, bounty_id), ("claimant", submission.claimant, _address(claimant)),
+        ("status", submission.status, _status(SUBMISSION, status)),
+        ("review_deadline", submission.review_deadline, chain_time(review_deadline)),
+        ("bond_amount", submission.bond_amount, bond),
+        ("metadata_hash", submission.metadata_hash, _hash(metadata_hash)),
+        ("metadata_uri", submission.metadata_uri, metadata_uri),
+        ("dispute_count", submission.dispute_count, contract.disputes_of[submission.submission_id]),
+    ]
+
+
+def _dispute_pairs(dispute: Dispute, held: tuple[Any, ...], contract: Held) -> Pairs:
+    (submission_id, challenger, status, bond, metadata_hash, metadata_uri) = held
+    submissions = contract.records[SUBMISSION.name]
+    parent = submissions[submission_id - 1][0] if 0 < submission_id <= len(submissions) else None
+    return [
+        ("submission_id", dispute.submission_id, submission_id), ("bounty_id", dispute.bounty_id, parent),
+        ("challenger", dispute.challenger_id, _address(challenger)),
+        ("status", dispute.status, _status(DISPUTE, status)), ("bond_amount", dispute.bond_amount, bond),
+        ("metadata_hash", dispute.metadata_hash, _hash(metadata_hash)),
+        ("metadata_uri", dispute.metadata_uri, metadata_uri),
+    ]
+
+
+PAIRS: dict[Kind, Callable[[Any, tuple[Any, ...], Held], Pairs]] = {
+    BOUNTY.name: _bounty_pairs, SUBMISSION.name: _submission_pairs, DISPUTE.name: _dispute_pairs}
+assert set(PAIRS) == set(BY_NAME), "every record kind is compared with its getter (records.kinds)"
+
+
+def differences(mirror: Mirror, state: dict[Kind, list[Any]]) -> tuple[list[Difference], Counter[str]]:
+    """The mirror's records against the contract's."""
+    found: list[Difference] = []
+    contract = Held.of(state)
+    for kind in KINDS:
+        mirrored, held_records = mirror.records[kind.name], state[kind.name]
+        if len(mirrored) != len(held_records):
+            found.append(Difference(kind.name, None, "count", len(mirrored), len(held_records)))
+        for number, held in enumerate(held_records, start=1):
+            if (record := mirrored.get(number)) is None:
+                found.append(Difference(kind.name, number, "record", None, "held"))
+                continue
+            found.extend(Difference(kind.name, number, field, value, expected)
+                         for field, value, expected in PAIRS[kind.name](record, held, contract) if value != expected)
+    return found, Counter({kind.name: len(mirror.records[kind.name]) for kind in KINDS})
 
 
 def prove(rpc: RpcClient, deployment: Deployment, block: int | None = None) -> Proof:
