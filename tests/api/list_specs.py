@@ -31,7 +31,10 @@ class StatusChange(NamedTuple):
 class ListSpec:
     resource: str
     own_id: str  # the record's own ID, which is no list filter
-    # sort key -> the attribute it orders by; an alias names the same attribute as its key
+    # sort key -> the attribute it orders by; an alias names the same attribute as its key.
+    # Written out from docs/api.md (Parameters), not read from records.kinds on purpose: this is
+    # the oracle the lists are checked against, so a key dropped from or renamed in the
+    # descriptor fails the suite instead of vanishing from it silently.
     sort_keys: Mapping[str, str]
     make_sortable: Callable[[Deployment], list[Record]]  # records whose every sort key has ties
     amount_key: str  # a sort key on an amount
