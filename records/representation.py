@@ -56,8 +56,8 @@ def _source_fields(record: Bounty | Submission | Dispute) -> JsonRecord:
     }
 
 
-def bounty_json(bounty: Bounty, *, chain_id: int, contract_address: str, with_count: bool = False) -> JsonRecord:
-    data: JsonRecord = {
+def bounty_json(bounty: Bounty, *, chain_id: int, contract_address: str) -> JsonRecord:
+    return {
         "id": bounty.bounty_id,
         **_deployment_fields(contract_address, chain_id),
         "prompt": bounty.prompt,
@@ -71,15 +71,10 @@ def bounty_json(bounty: Bounty, *, chain_id: int, contract_address: str, with_co
         "challenge_window": bounty.challenge_window,
         **_source_fields(bounty),
     }
-    if with_count:
-        data["submission_count"] = bounty.submission_count
-    return data
 
 
-def submission_json(
-    submission: Submission, *, chain_id: int, contract_address: str, with_count: bool = False
-) -> JsonRecord:
-    data: JsonRecord = {
+def submission_json(submission: Submission, *, chain_id: int, contract_address: str) -> JsonRecord:
+    return {
         "id": submission.submission_id,
         **_deployment_fields(contract_address, chain_id),
         "bounty_id": submission.bounty_id,
@@ -91,9 +86,6 @@ def submission_json(
         "claimant": checksum_address(submission.claimant),
         **_source_fields(submission),
     }
-    if with_count:
-        data["dispute_count"] = submission.dispute_count
-    return data
 
 
 def dispute_json(dispute: Dispute, *, chain_id: int, contract_address: str) -> JsonRecord:
@@ -127,5 +119,6 @@ def record_body(record: Bounty | Submission | Dispute, *, chain_id: int, contrac
 
 
 def with_counter(body: str, name: str, value: int) -> str:
-    """A stored body with its counter appended, as `with_count` renders it."""
+    """A stored body with its kind's counter appended (records.kinds.RecordKind.counter): a page's
+    rows and an overview's records carry it, the stored body does not."""
     return f'{body[:-1]},"{name}":{value}}}'
