@@ -119,6 +119,6 @@ def record_body(record: Bounty | Submission | Dispute, *, chain_id: int, contrac
 
 
 def with_counter(body: str, name: str, value: int) -> str:
-    """A stored body with its kind's counter appended (records.kinds.RecordKind.counter): a page's
+    """A stored body with its kind's counter appended (`counter`, records.kinds): a page's
     rows and an overview's records carry it, the stored body does not."""
     return f'{body[:-1]},"{name}":{value}}}'

@@ -1,9 +1,9 @@
 """The read side: typed selector functions over the mirrored records.
 
 Views parse and validate request parameters into a `ListQuery` or a deployment and an ID, call
-these functions, and serialize what they return; no query of the read API or the admin is built
-anywhere else (`/health` and the web metrics read the indexer's state through indexer.health and
-records.metrics).
+these functions, and serialize what they return; no query of the read API, the admin or the web
+metrics is built anywhere else, but `/health`'s: the indexer's state is indexer.health's
+(`indexer_health`), and records.health asks the database a `SELECT 1` to know that it answers.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
+from datetime import datetime
 from functools import reduce
 from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
 
@@ -80,6 +81,13 @@ def active_deployment() -> Deployment | None:
     if not settings.BOUNTY_CONTRACT_ADDRESS:
         return None
     return deployment_get(settings.BOUNTY_CHAIN_ID, settings.BOUNTY_CONTRACT_ADDRESS)
+
+
+def indexer_heartbeat(deployment: Deployment) -> datetime | None:
+    """When the deployment's writing indexer last beat (the web metrics' heartbeat age)."""
+    heartbeat: datetime | None = (SyncState.objects.filter(deployment=deployment)
+                                  .values_list("last_heartbeat", flat=True).first())
+    return heartbeat
 
 
 def deployment_get(chain_id: int, contract_address: str) -> Deployment | None:

@@ -18,7 +18,6 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from records.api.renderers import OrjsonRenderer
-from records.api.views import SERVICE_VERSION
 
 SERVICE_NAME = "Bounty read service"
 
@@ -32,7 +31,7 @@ def service_links(request: Request) -> dict[str, Any]:
         api |= {many: listed, one: f"{listed}/{{id}}", f"{one}_overview": f"{listed}/{{id}}/overview"}
     links: dict[str, Any] = {
         "service": SERVICE_NAME,
-        "version": SERVICE_VERSION,
+        "version": settings.SERVICE_VERSION,
         "api": api,
         "events": f"{'wss' if request.is_secure() else 'ws'}://{request.get_host()}/ws/events",
         "docs": {
