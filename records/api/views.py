@@ -37,7 +37,7 @@ from records.api.filters import (
 )
 from records.api.pagination import RecordPagination
 from records.health import service_health
-from records.kinds import BOUNTY, DISPUTE, SUBMISSION, RecordKind, kind_of
+from records.kinds import BOUNTY, DISPUTE, KINDS, SUBMISSION, Kind, RecordKind, kind_of
 from records.models import Bounty, Deployment, Dispute, Submission
 from records.representation import with_counter
 from records.selectors import (
@@ -98,6 +98,9 @@ def _stream(query: ListQuery) -> Iterator[bytes]:
     yield b"]"
 
 
+_VIEWSETS: dict[Kind, type[RecordViewSet]] = {}  # each kind's viewset, as it is defined
+
+
 class RecordViewSet(GenericViewSet[Any]):
     """A record kind's list, one record (`retrieve`) and its overview, all read-only; each kind's
     viewset only sets the attributes below.
@@ -114,6 +117,10 @@ class RecordViewSet(GenericViewSet[Any]):
     pagination_class = RecordPagination
     lookup_url_kwarg = "record_id"
     lookup_value_converter = "int"  # an ID of more digits than Python converts is no route
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        _VIEWSETS[cls.kind.name] = cls
 
     def get_queryset(self) -> Any:
         """Every record of the kind, in every deployment, by ID, newest first."""
@@ -166,26 +173,26 @@ class RecordViewSet(GenericViewSet[Any]):
         return NotFound(f"{self.kind.name} {record_id} not found")
 
 
-@schema.record_schema(BOUNTY)
+@schema.record_schema
 class BountyViewSet(RecordViewSet):
     kind = BOUNTY
     filterset_class = BountyFilterSet
 
 
-@schema.record_schema(SUBMISSION)
+@schema.record_schema
 class SubmissionViewSet(RecordViewSet):
     kind = SUBMISSION
     filterset_class = SubmissionFilterSet
 
 
-@schema.record_schema(DISPUTE)
+@schema.record_schema
 class DisputeViewSet(RecordViewSet):
     kind = DISPUTE
     filterset_class = DisputeFilterSet
     always_paged_by = ("bounty_id",)  # `/disputes?bounty_id=`: a bounty's disputes, always a page
 
 
-RECORD_VIEWSETS: tuple[type[RecordViewSet], ...] = (BountyViewSet, SubmissionViewSet, DisputeViewSet)
+RECORD_VIEWSETS: tuple[type[RecordViewSet], ...] = tuple(_VIEWSETS[kind.name] for kind in KINDS)  # the routes
 
 
 @extend_schema_view(get=extend_schema(operation_id="health", summary="Service status and indexer flags",
