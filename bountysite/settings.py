@@ -234,6 +234,8 @@ _cors_origins = env_origins("BOUNTY_CORS_ALLOWED_ORIGINS", ["*"])
 CORS_ALLOW_ALL_ORIGINS = _cors_origins == ["*"]
 CORS_ALLOWED_ORIGINS = [] if CORS_ALLOW_ALL_ORIGINS else _cors_origins
 CORS_ALLOW_CREDENTIALS = False
+# The record kinds' resources (records.kinds), written out: settings import no application code.
+# tests/api/test_record_kinds.py holds them to the kinds.
 CORS_URLS_REGEX = r"^/(?:health|(?:bounties|submissions|disputes)(?:/.*)?|api/schema/)?$"
 CORS_ALLOW_METHODS = ("GET", "HEAD", "OPTIONS")
 CORS_ALLOW_HEADERS = ("accept", "if-none-match")

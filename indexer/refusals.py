@@ -83,12 +83,6 @@ WORDINGS: tuple[Wording, ...] = (
 )
 
 
-def wording_of(error: dict[str, Any]) -> Wording | None:
-    """The first wording that reads the error."""
-    found = _first_match(error)
-    return found[0] if found else None
-
-
 def _first_match(error: dict[str, Any]) -> tuple[Wording, re.Match[str]] | None:
     text = error_text(error)
     for wording in WORDINGS:

@@ -27,10 +27,9 @@ from records.models import (
     Bounty,
     Dispute,
     DisputeReviewQueue,
-    ModeratorNote,
     Submission,
 )
-from records.moderation import NoteForm, dispute_review
+from records.moderation import NoteForm, add_note, dispute_review, may_add_notes
 from records.representation import checksum_address, rfc3339
 from records.selectors import (
     bounty_admin_list,
@@ -277,16 +276,9 @@ class DisputeAdmin(DisputeColumns, MirroredAdmin):
         if not isinstance(request.user, User):
             raise PermissionDenied
         form = NoteForm(request.POST or None)
-        if request.method == "POST":
-            if not request.user.has_perm("records.add_moderatornote"):
-                raise PermissionDenied
-            if form.is_valid():
-                ModeratorNote.objects.create(
-                    deployment=dispute.deployment, dispute_id=dispute.dispute_id, author=request.user,
-                    recommendation=form.cleaned_data["recommendation"], text=form.cleaned_data["text"],
-                )
-                messages.success(request, "Note added.")
-                return HttpResponseRedirect(request.path)
+        if request.method == "POST" and add_note(dispute, request.user, form) is not None:
+            messages.success(request, "Note added.")
+            return HttpResponseRedirect(request.path)
         review = dispute_review(dispute)
         if review is None:
             return self._dispute_gone(request, pk)
@@ -296,7 +288,7 @@ class DisputeAdmin(DisputeColumns, MirroredAdmin):
             "title": f"Review dispute {dispute.dispute_id}",
             "review": review,
             "form": form,
-            "can_add_note": request.user.has_perm("records.add_moderatornote"),
+            "can_add_note": may_add_notes(request.user),
             "transactions_json": {name: json.dumps(tx, indent=2) for name, tx in review.transactions.items()},
         }
         return TemplateResponse(request, "admin/records/dispute/review.html", context)

@@ -26,9 +26,8 @@ from prometheus_client.exposition import choose_encoder
 
 from bountysite.cache import redis_answers
 from bountysite.redis_reach import REDIS
-from indexer.models import SyncState
 from records.api.errors import error_response
-from records.selectors import active_deployment
+from records.selectors import active_deployment, indexer_heartbeat
 
 # Seconds: a cached answer takes about a millisecond, a deep page of a search a good deal more.
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -67,8 +66,7 @@ def _heartbeat_age() -> None:
     process's other metrics are still served."""
     try:
         deployment = active_deployment()
-        heartbeat = (SyncState.objects.filter(deployment=deployment).values_list("last_heartbeat", flat=True).first()
-                     if deployment is not None else None)
+        heartbeat = indexer_heartbeat(deployment) if deployment is not None else None
     except DatabaseError:
         HEARTBEAT_AGE.clear()
         return

@@ -1,4 +1,5 @@
-"""What a moderator's review page shows for one dispute.
+"""What a moderator's review page shows for one dispute, and the one thing a moderator writes:
+a note on it (`add_note`).
 
 Metadata is parsed with the client library and checked against the record's metadata hash;
 the resolution is prepared with the client library's transaction builder for the arbiter's
@@ -12,7 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from django import forms
-from django.contrib.auth.models import Group, Permission
+from django.contrib.auth.models import Group, Permission, User
+from django.core.exceptions import PermissionDenied
 
 from bounty_client import TransactionBuilder
 from bounty_client.deployment import Deployment as ClientDeployment
@@ -53,6 +55,24 @@ def ensure_moderators_group() -> Group:
 class NoteForm(forms.Form):
     recommendation = forms.ChoiceField(choices=Recommendation.choices, widget=forms.RadioSelect)
     text = forms.CharField(widget=forms.Textarea(attrs={"rows": 4, "cols": 80}), max_length=10_000)
+
+
+def may_add_notes(moderator: User) -> bool:
+    return moderator.has_perm("records.add_moderatornote")
+
+
+def add_note(dispute: Dispute, moderator: User, form: NoteForm) -> ModeratorNote | None:
+    """The moderator's note on the dispute, written from the review page's form when it is valid;
+    None when it is not (the form's errors say why). PermissionDenied for a user who may not add
+    notes, whatever the form holds."""
+    if not may_add_notes(moderator):
+        raise PermissionDenied
+    if not form.is_valid():
+        return None
+    return ModeratorNote.objects.create(
+        deployment=dispute.deployment, dispute_id=dispute.dispute_id, author=moderator,
+        recommendation=form.cleaned_data["recommendation"], text=form.cleaned_data["text"],
+    )
 
 
 @dataclass(frozen=True)

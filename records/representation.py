@@ -12,16 +12,29 @@ request. A change to these functions must come with a data migration that re-ren
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 from functools import lru_cache
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 
 from bounty_client.validation import to_checksum_address
+from records.kinds import BOUNTY, DISPUTE, SUBMISSION, Kind, RecordKind, kind_of
 from records.models import Bounty, Dispute, Submission
 
 JsonRecord = dict[str, Any]
+RendererT = TypeVar("RendererT", bound=Callable[..., JsonRecord])
+
+# Each record kind's JSON, by the kind's name (records.kinds): `record_json` dispatches on it.
+RENDERERS: dict[Kind, Callable[..., JsonRecord]] = {}
+
+
+def _renders(kind: RecordKind) -> Callable[[RendererT], RendererT]:
+    def register(render: RendererT) -> RendererT:
+        RENDERERS[kind.name] = render
+        return render
+    return register
 
 
 # Addresses repeat across records (posters, grouts, the contract): cache their checksums.
@@ -56,8 +69,9 @@ def _source_fields(record: Bounty | Submission | Dispute) -> JsonRecord:
     }
 
 
-def bounty_json(bounty: Bounty, *, chain_id: int, contract_address: str, with_count: bool = False) -> JsonRecord:
-    data: JsonRecord = {
+@_renders(BOUNTY)
+def bounty_json(bounty: Bounty, *, chain_id: int, contract_address: str) -> JsonRecord:
+    return {
         "id": bounty.bounty_id,
         **_deployment_fields(contract_address, chain_id),
         "prompt": bounty.prompt,
@@ -71,15 +85,11 @@ def bounty_json(bounty: Bounty, *, chain_id: int, contract_address: str, with_co
         "challenge_window": bounty.challenge_window,
         **_source_fields(bounty),
     }
-    if with_count:
-        data["submission_count"] = bounty.submission_count
-    return data
 
 
-def submission_json(
-    submission: Submission, *, chain_id: int, contract_address: str, with_count: bool = False
-) -> JsonRecord:
-    data: JsonRecord = {
+@_renders(SUBMISSION)
+def submission_json(submission: Submission, *, chain_id: int, contract_address: str) -> JsonRecord:
+    return {
         "id": submission.submission_id,
         **_deployment_fields(contract_address, chain_id),
         "bounty_id": submission.bounty_id,
@@ -91,11 +101,9 @@ def submission_json(
         "claimant": checksum_address(submission.claimant),
         **_source_fields(submission),
     }
-    if with_count:
-        data["dispute_count"] = submission.dispute_count
-    return data
 
 
+@_renders(DISPUTE)
 def dispute_json(dispute: Dispute, *, chain_id: int, contract_address: str) -> JsonRecord:
     return {
         "id": dispute.dispute_id,
@@ -110,15 +118,10 @@ def dispute_json(dispute: Dispute, *, chain_id: int, contract_address: str) -> J
     }
 
 
-_RENDERERS = {"bounty": bounty_json, "submission": submission_json, "dispute": dispute_json}
-
-
 def record_json(record: Bounty | Submission | Dispute, *, chain_id: int, contract_address: str) -> JsonRecord:
-    """The record's JSON without its counter, whatever its kind. (Dispatches on the model's name,
-    so that migrations can render their historical models too.)"""
-    render: Any = _RENDERERS[type(record)._meta.model_name or ""]
-    data: JsonRecord = render(record, chain_id=chain_id, contract_address=contract_address)
-    return data
+    """The record's JSON without its counter, whatever its kind. (Dispatches on the kind of the
+    model's name, so that migrations can render their historical models too.)"""
+    return RENDERERS[kind_of(record).name](record, chain_id=chain_id, contract_address=contract_address)
 
 
 def record_body(record: Bounty | Submission | Dispute, *, chain_id: int, contract_address: str) -> str:
@@ -127,5 +130,6 @@ def record_body(record: Bounty | Submission | Dispute, *, chain_id: int, contrac
 
 
 def with_counter(body: str, name: str, value: int) -> str:
-    """A stored body with its counter appended, as `with_count` renders it."""
+    """A stored body with its kind's counter appended (`counter`, records.kinds): a page's
+    rows and an overview's records carry it, the stored body does not."""
     return f'{body[:-1]},"{name}":{value}}}'

@@ -1,9 +1,9 @@
 """The read side: typed selector functions over the mirrored records.
 
 Views parse and validate request parameters into a `ListQuery` or a deployment and an ID, call
-these functions, and serialize what they return; no query of the read API or the admin is built
-anywhere else (`/health` and the web metrics read the indexer's state through indexer.health and
-records.metrics).
+these functions, and serialize what they return; no query of the read API, the admin or the web
+metrics is built anywhere else, but `/health`'s: the indexer's state is indexer.health's
+(`indexer_health`), and records.health asks the database a `SELECT 1` to know that it answers.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
+from datetime import datetime
 from functools import reduce
 from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
 
@@ -21,7 +22,7 @@ from django.db.models.functions import Coalesce
 
 from indexer.models import ChangeLogEntry, SyncState
 from records.chronology import AnyOf, EpochMicroseconds
-from records.kinds import BOUNTY, DISPUTE, SUBMISSION, RecordKind
+from records.kinds import BOUNTY, DISPUTE, SUBMISSION, Kind, RecordKind
 from records.merged_order import Key, page_elements
 from records.models import Bounty, Deployment, Dispute, DisputeReviewQueue, ModeratorNote, Submission
 from records.representation import JsonRecord
@@ -80,6 +81,13 @@ def active_deployment() -> Deployment | None:
     if not settings.BOUNTY_CONTRACT_ADDRESS:
         return None
     return deployment_get(settings.BOUNTY_CHAIN_ID, settings.BOUNTY_CONTRACT_ADDRESS)
+
+
+def indexer_heartbeat(deployment: Deployment) -> datetime | None:
+    """When the deployment's writing indexer last beat (the web metrics' heartbeat age)."""
+    heartbeat: datetime | None = (SyncState.objects.filter(deployment=deployment)
+                                  .values_list("last_heartbeat", flat=True).first())
+    return heartbeat
 
 
 def deployment_get(chain_id: int, contract_address: str) -> Deployment | None:
@@ -403,13 +411,24 @@ def record_get(kind: RecordKind, deployment: Deployment, record_id: int) -> Boun
     return kind.model.objects.filter(deployment=deployment, **{kind.id_field: record_id}).first()
 
 
+OverviewT = TypeVar("OverviewT", bound=Callable[[Deployment, int], Overview[Any] | None])
+
+# Each record kind's overview, by the kind's name (records.kinds): its relatives differ per kind.
+OVERVIEWS: dict[Kind, Callable[[Deployment, int], Overview[Any] | None]] = {}
+
+
+def _overview_of(kind: RecordKind) -> Callable[[OverviewT], OverviewT]:
+    def register(overview: OverviewT) -> OverviewT:
+        OVERVIEWS[kind.name] = overview
+        return overview
+    return register
+
+
 def record_overview(kind: RecordKind, deployment: Deployment, record_id: int) -> Overview[Any] | None:
     """The record with its relatives (bounty_overview, submission_overview, dispute_overview)."""
     if record_id > BIGINT_MAX:
         return None
-    overviews: dict[str, Callable[[Deployment, int], Overview[Any] | None]] = {
-        BOUNTY.name: bounty_overview, SUBMISSION.name: submission_overview, DISPUTE.name: dispute_overview}
-    return overviews[kind.name](deployment, record_id)
+    return OVERVIEWS[kind.name](deployment, record_id)
 
 
 def bounty_get(deployment: Deployment, bounty_id: int) -> Bounty | None:
@@ -424,6 +443,7 @@ def dispute_get(deployment: Deployment, dispute_id: int) -> Dispute | None:
     return Dispute.objects.filter(deployment=deployment, dispute_id=dispute_id).first()
 
 
+@_overview_of(BOUNTY)
 def bounty_overview(deployment: Deployment, bounty_id: int) -> Overview[Bounty] | None:
     """The bounty, its submissions and their disputes (arrays by ID ascending)."""
     bounty = bounty_get(deployment, bounty_id)
@@ -435,6 +455,7 @@ def bounty_overview(deployment: Deployment, bounty_id: int) -> Overview[Bounty] 
     return Overview(record=bounty, bounty=None, submission=None, submissions=submissions, disputes=disputes)
 
 
+@_overview_of(SUBMISSION)
 def submission_overview(deployment: Deployment, submission_id: int) -> Overview[Submission] | None:
     """The submission, its bounty and its disputes."""
     submission = submission_get(deployment, submission_id)
@@ -446,6 +467,7 @@ def submission_overview(deployment: Deployment, submission_id: int) -> Overview[
                     submissions=[], disputes=disputes)
 
 
+@_overview_of(DISPUTE)
 def dispute_overview(deployment: Deployment, dispute_id: int) -> Overview[Dispute] | None:
     """The dispute, its submission, its bounty and its sibling disputes (same submission, not itself)."""
     dispute = dispute_get(deployment, dispute_id)

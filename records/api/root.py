@@ -18,7 +18,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from records.api.renderers import OrjsonRenderer
-from records.api.views import SERVICE_VERSION
+from records.kinds import KINDS
 
 SERVICE_NAME = "Bounty read service"
 
@@ -27,12 +27,13 @@ def service_links(request: Request) -> dict[str, Any]:
     """Every entry point of the service as absolute URLs; `{id}` stands for a record's on-chain ID."""
     absolute = request.build_absolute_uri
     api: dict[str, str] = {"health": absolute("/health")}
-    for many, one in (("bounties", "bounty"), ("submissions", "submission"), ("disputes", "dispute")):
-        listed = absolute(f"/{many}")
-        api |= {many: listed, one: f"{listed}/{{id}}", f"{one}_overview": f"{listed}/{{id}}/overview"}
+    for kind in KINDS:
+        listed = absolute(f"/{kind.resource}")
+        api |= {kind.resource: listed, kind.name: f"{listed}/{{id}}",
+                f"{kind.name}_overview": f"{listed}/{{id}}/overview"}
     links: dict[str, Any] = {
         "service": SERVICE_NAME,
-        "version": SERVICE_VERSION,
+        "version": settings.SERVICE_VERSION,
         "api": api,
         "events": f"{'wss' if request.is_secure() else 'ws'}://{request.get_host()}/ws/events",
         "docs": {

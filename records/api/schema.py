@@ -12,7 +12,7 @@ from typing import Any
 from drf_spectacular.utils import OpenApiParameter, PolymorphicProxySerializer, extend_schema, extend_schema_view
 from rest_framework import serializers
 
-from records.kinds import RecordKind
+from records.kinds import BOUNTY, DISPUTE, SUBMISSION, Kind, RecordKind
 from records.models import BountyStatus, DisputeStatus, SubmissionStatus
 
 
@@ -222,25 +222,27 @@ _QUALIFIED = "One record, or an overview, of a qualified deployment."
 RECORD_ID = OpenApiParameter("record_id", int, OpenApiParameter.PATH, description="the record's on-chain ID")
 
 
-# Each kind's serializers, by the kind's name: (the page object, one record, the overview, the
-# overview's summary). The list's component is `<one record's component>List`.
-_RECORD_SCHEMAS: dict[str, tuple[type[serializers.Serializer[Any]], type[serializers.Serializer[Any]],
-                                 type[serializers.Serializer[Any]], str]] = {
-    "bounty": (BountyPageSerializer, BountySerializer, BountyOverviewSerializer,
-               "A bounty, its submissions and their disputes"),
-    "submission": (SubmissionPageSerializer, SubmissionSerializer, SubmissionOverviewSerializer,
-                   "A submission, its bounty and its disputes"),
-    "dispute": (DisputePageSerializer, DisputeSerializer, DisputeOverviewSerializer,
-                "A dispute with its submission, bounty, siblings"),
+# Each kind's serializers, by the kind's name (records.kinds): (the page object, one record, the
+# overview, the overview's summary). The list's component is `<one record's component>List`.
+RECORD_SCHEMAS: dict[Kind, tuple[type[serializers.Serializer[Any]], type[serializers.Serializer[Any]],
+                                  type[serializers.Serializer[Any]], str]] = {
+    BOUNTY.name: (BountyPageSerializer, BountySerializer, BountyOverviewSerializer,
+                  "A bounty, its submissions and their disputes"),
+    SUBMISSION.name: (SubmissionPageSerializer, SubmissionSerializer, SubmissionOverviewSerializer,
+                      "A submission, its bounty and its disputes"),
+    DISPUTE.name: (DisputePageSerializer, DisputeSerializer, DisputeOverviewSerializer,
+                   "A dispute with its submission, bounty, siblings"),
 }
 
 
-def record_schema(kind: RecordKind) -> Any:
-    """A record viewset's operations. The list's parameters come from its filter backends and
-    its pagination class (records.api.filters, records.api.pagination)."""
-    page, plain, overview, overview_summary = _RECORD_SCHEMAS[kind.name]
+def record_schema(viewset: Any) -> Any:
+    """A record viewset's operations, by its kind (and the filters that always ask for a page).
+    The list's parameters come from its filter backends and its pagination class
+    (records.api.filters, records.api.pagination)."""
+    kind: RecordKind = viewset.kind
+    page, plain, overview, overview_summary = RECORD_SCHEMAS[kind.name]
     resource, noun = kind.resource, kind.name
-    always = " `/disputes?bounty_id=` always answers a page object." if kind.name == "dispute" else ""
+    always = "".join(f" `/{resource}?{name}=` always answers a page object." for name in viewset.always_paged_by)
     return extend_schema_view(
         list=extend_schema(
             operation_id=f"{resource}_list",
@@ -260,7 +262,7 @@ def record_schema(kind: RecordKind) -> Any:
         overview=extend_schema(operation_id=f"{noun}_overview", summary=overview_summary, description=_QUALIFIED,
                                parameters=[RECORD_ID, *QUALIFIER_PARAMETERS],
                                responses={200: overview, 400: ErrorSerializer, 404: ErrorSerializer}),
-    )
+    )(viewset)
 
 
 _RATE_HEADERS = {

@@ -2,7 +2,7 @@
 action) over the selectors, of which each record kind's viewset only sets attributes (its
 descriptor, records.kinds, and its FilterSet), with the lists' filters, search and sort as filter
 backends (records.api.filters) and their paging as a pagination class (records.api.pagination);
-and /health.
+and /health (records.health assembles it).
 
 JSON clients get the cached, ETag-tagged body (or a stream for unpaged arrays); a browser gets
 DRF's browsable API around the same data.
@@ -14,8 +14,6 @@ from collections.abc import Callable, Iterator
 from typing import Any, ClassVar
 
 import orjson
-from django.conf import settings
-from django.db import DatabaseError, connection
 from django.http import HttpResponseBase, JsonResponse
 from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework.decorators import action
@@ -25,9 +23,6 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 from rest_framework.viewsets import GenericViewSet
 
-from bountysite.cache import redis_answers
-from bountysite.redis_reach import REDIS
-from indexer.health import indexer_health
 from records.api import schema
 from records.api.caching import cache_key, respond, streamed_json_array
 from records.api.filters import (
@@ -41,14 +36,14 @@ from records.api.filters import (
     qualified_deployment,
 )
 from records.api.pagination import RecordPagination
-from records.kinds import BOUNTY, DISPUTE, SUBMISSION, RecordKind, kind_of
+from records.health import service_health
+from records.kinds import BOUNTY, DISPUTE, KINDS, SUBMISSION, Kind, RecordKind, kind_of
 from records.models import Bounty, Deployment, Dispute, Submission
-from records.representation import checksum_address, rfc3339, with_counter
+from records.representation import with_counter
 from records.selectors import (
     DeploymentFilter,
     ListQuery,
     Overview,
-    active_deployment,
     data_version,
     record_bodies,
     record_get,
@@ -57,7 +52,6 @@ from records.selectors import (
 
 QUALIFIERS = ("chain_id", "contract_address")
 STREAM_CHUNK = 1_000
-SERVICE_VERSION: str = settings.SERVICE_VERSION
 
 
 def stored(record: Bounty | Submission | Dispute, *, with_count: bool = False) -> orjson.Fragment:
@@ -104,6 +98,9 @@ def _stream(query: ListQuery) -> Iterator[bytes]:
     yield b"]"
 
 
+_VIEWSETS: dict[Kind, type[RecordViewSet]] = {}  # each kind's viewset, as it is defined
+
+
 class RecordViewSet(GenericViewSet[Any]):
     """A record kind's list, one record (`retrieve`) and its overview, all read-only; each kind's
     viewset only sets the attributes below.
@@ -120,6 +117,10 @@ class RecordViewSet(GenericViewSet[Any]):
     pagination_class = RecordPagination
     lookup_url_kwarg = "record_id"
     lookup_value_converter = "int"  # an ID of more digits than Python converts is no route
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        _VIEWSETS[cls.kind.name] = cls
 
     def get_queryset(self) -> Any:
         """Every record of the kind, in every deployment, by ID, newest first."""
@@ -172,26 +173,26 @@ class RecordViewSet(GenericViewSet[Any]):
         return NotFound(f"{self.kind.name} {record_id} not found")
 
 
-@schema.record_schema(BOUNTY)
+@schema.record_schema
 class BountyViewSet(RecordViewSet):
     kind = BOUNTY
     filterset_class = BountyFilterSet
 
 
-@schema.record_schema(SUBMISSION)
+@schema.record_schema
 class SubmissionViewSet(RecordViewSet):
     kind = SUBMISSION
     filterset_class = SubmissionFilterSet
 
 
-@schema.record_schema(DISPUTE)
+@schema.record_schema
 class DisputeViewSet(RecordViewSet):
     kind = DISPUTE
     filterset_class = DisputeFilterSet
     always_paged_by = ("bounty_id",)  # `/disputes?bounty_id=`: a bounty's disputes, always a page
 
 
-RECORD_VIEWSETS: tuple[type[RecordViewSet], ...] = (BountyViewSet, SubmissionViewSet, DisputeViewSet)
+RECORD_VIEWSETS: tuple[type[RecordViewSet], ...] = tuple(_VIEWSETS[kind.name] for kind in KINDS)  # the routes
 
 
 @extend_schema_view(get=extend_schema(operation_id="health", summary="Service status and indexer flags",
@@ -199,53 +200,8 @@ RECORD_VIEWSETS: tuple[type[RecordViewSet], ...] = (BountyViewSet, SubmissionVie
 class Health(APIView):
     """Service status and the indexer's flags; never cached, never rate limited."""
 
-    def get(self, request: Request) -> HttpResponseBase:
-        try:
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT 1")
-            health = indexer_health(active_deployment())
-        except DatabaseError as exc:
-            unreachable = JsonResponse({"status": "error", "version": SERVICE_VERSION,
-                                     "detail": f"database unreachable: {type(exc).__name__}"}, status=503)
-            unreachable["Cache-Control"] = "no-store"
-            return unreachable
-        redis = _redis_health()
-        degraded = redis["status"] == "unreachable" or (health["enabled"] and not (
-            health["running"] and health["synced"] and health["node_unreachable_since"] is None
-            and not health["node_ask_overdue"]))
-        contract = settings.BOUNTY_CONTRACT_ADDRESS
-        usdc = settings.BOUNTY_USDC_ADDRESS
-        body = {
-            "status": "degraded" if degraded else "ok",
-            "version": SERVICE_VERSION,
-            "deployment": {
-                "chain_id": settings.BOUNTY_CHAIN_ID,
-                "contract_address": checksum_address(contract) if contract else None,
-                "usdc_address": checksum_address(usdc) if usdc else None,
-            },
-            "indexer": {
-                **health,
-                "last_heartbeat": rfc3339(health["last_heartbeat"]) if health["last_heartbeat"] else None,
-                "node_unreachable_since": rfc3339(since) if (since := health["node_unreachable_since"]) else None,
-                "node_last_asked_at": rfc3339(asked) if (asked := health["node_last_asked_at"]) else None,
-                "processes": [{**process, "last_seen": rfc3339(process["last_seen"])}
-                              for process in health["processes"]],
-            },
-            "redis": redis,
-        }
-        response = Response(body)
+    def get(self, request: Request) -> HttpResponseBase:  # the body: records.health
+        body = service_health()
+        response = JsonResponse(body, status=503) if body["status"] == "error" else Response(body)
         response["Cache-Control"] = "no-store"
         return response
-
-
-
-def _redis_health() -> dict[str, Any]:
-    """/health's `redis`: whether Redis answers this process now, and since when it has not."""
-    answers = redis_answers()
-    if answers is None:
-        return {"status": "not_configured", "unreachable_since": None, "unreachable_seconds": None}
-    since = REDIS.unreachable_since
-    if answers or since is None:  # a PING that Redis refused is not an outage
-        return {"status": "ok", "unreachable_since": None, "unreachable_seconds": None}
-    return {"status": "unreachable", "unreachable_since": rfc3339(since),
-            "unreachable_seconds": int(REDIS.unreachable_seconds())}

@@ -10,13 +10,16 @@ message each. Either way nothing is encoded or framed per client.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Literal, TypedDict
+from typing import Literal, TypedDict, cast
 
 import orjson
 
 from records.changes import MessageType
+from records.kinds import RecordKind
 from records.representation import JsonRecord
 
+# A snapshot message's type: its kind's `created` (records.kinds), spelled out for the type checker
+# (tests/websocket/test_messages.py holds it, and SnapshotCounts, to records.kinds.KINDS).
 SnapshotType = Literal["bounty.created", "submission.created", "dispute.created"]
 
 
@@ -34,6 +37,8 @@ class SnapshotMessage(TypedDict):
 
 
 class SnapshotCounts(TypedDict):
+    """Each kind's records in the snapshot, by its `resource` (records.kinds)."""
+
     bounties: int
     submissions: int
     disputes: int
@@ -45,6 +50,11 @@ class SnapshotComplete(TypedDict):
     type: Literal["snapshot.complete"]
     payload: SnapshotCounts
     seq: int
+
+
+def snapshot_type(kind: RecordKind) -> SnapshotType:
+    """The type of the kind's snapshot messages: the change type of a new record of the kind."""
+    return cast(SnapshotType, kind.created.value)
 
 
 def encode(message: LiveMessage | SnapshotMessage | SnapshotComplete) -> bytes:

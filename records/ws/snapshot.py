@@ -13,11 +13,12 @@ import itertools
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
+from typing import cast
 
 import orjson
 from django.db import connection
 
-from records.kinds import BOUNTY, DISPUTE, SUBMISSION, RecordKind
+from records.kinds import KINDS, RecordKind
 from records.metrics import WS_MESSAGES
 from records.models import Deployment
 from records.selectors import (
@@ -28,19 +29,19 @@ from records.selectors import (
     record_bodies,
 )
 from records.snapshot import read_snapshot
-from records.ws.messages import MessageBatch, SnapshotComplete, SnapshotCounts, SnapshotMessage, SnapshotType, encode
+from records.ws.messages import (
+    MessageBatch,
+    SnapshotComplete,
+    SnapshotCounts,
+    SnapshotMessage,
+    encode,
+    snapshot_type,
+)
 from records.ws.outbox import Send, TooSlow
 
 SNAPSHOT_CHUNK = 500  # snapshot records per read from the database thread
 SNAPSHOT_READERS = 8  # concurrent snapshot reads per process (each holds a database connection)
 SNAPSHOT_STALL_SECONDS = 30  # a client that takes longer to accept a snapshot chunk is too slow
-
-_KINDS: list[tuple[RecordKind, SnapshotType]] = [
-    (BOUNTY, "bounty.created"),
-    (SUBMISSION, "submission.created"),
-    (DISPUTE, "dispute.created"),
-]
-
 
 class SnapshotReader:
     """Every record of the active deployment as snapshot messages, and the seq they are current
@@ -51,22 +52,22 @@ class SnapshotReader:
         self.last_seq = 0
         self._messages: Iterator[bytes] = iter(())
         self._snapshot = ExitStack()  # the read transaction, from open() to close()
-        self._counts = SnapshotCounts(bounties=0, submissions=0, disputes=0)
+        self._counts = cast(SnapshotCounts, dict.fromkeys((kind.resource for kind in KINDS), 0))
 
     def open(self) -> None:
         self._snapshot.enter_context(read_snapshot())
         deployment = active_deployment()
         if deployment is not None:
             self.last_seq = last_seq(deployment.pk)
-            self._messages = itertools.chain.from_iterable(self._kind(deployment, *kind) for kind in _KINDS)
+            self._messages = itertools.chain.from_iterable(self._kind(deployment, kind) for kind in KINDS)
         self._messages = itertools.chain(self._messages, self._complete())
 
-    def _kind(self, deployment: Deployment, kind: RecordKind, message_type: SnapshotType) -> Iterator[bytes]:
+    def _kind(self, deployment: Deployment, kind: RecordKind) -> Iterator[bytes]:
         query = ListQuery(kind=kind, descending=False, deployments=DeploymentFilter(
             chain_id=deployment.chain_id, contract_address=deployment.contract_address))
         for body in record_bodies(query, chunk_size=SNAPSHOT_CHUNK * 4):  # the records' stored JSON
             self._counts[kind.resource] += 1
-            yield encode(SnapshotMessage(type=message_type, payload=orjson.Fragment(body), snapshot=True,
+            yield encode(SnapshotMessage(type=snapshot_type(kind), payload=orjson.Fragment(body), snapshot=True,
                                          seq=self.last_seq))
 
     def _complete(self) -> Iterator[bytes]:

@@ -7,7 +7,7 @@ import tomllib
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args, get_origin, get_type_hints
 
 import pytest
 from django.conf import settings as django_settings
@@ -15,10 +15,13 @@ from django.db import OperationalError
 from django.test import Client
 from django.utils import timezone
 
+import records.health
 from bountysite.redis_reach import REDIS
 from contracts.devchain import free_port
+from indexer.health import BackfillProgress, IndexerHealth, IndexerProcessHealth
 from indexer.models import SyncState
-from records.api import views
+from records.api import schema
+from records.health import DatabaseUnreachable, HealthDeployment, RedisHealth, ServiceHealth
 from records.models import Deployment
 from tests.api import helpers as h
 from tests.factories import ACTIVE_CONTRACT, ACTIVE_USDC, make_bounty
@@ -148,13 +151,13 @@ def test_head_answers_the_headers_without_a_body(api: Client, active: Deployment
 
 def test_an_unreachable_database_is_a_503_with_status_error(api: Client, monkeypatch: pytest.MonkeyPatch,
                                                             active: Deployment) -> None:
-    """The database is made unreachable by swapping the view's connection for one whose cursor()
-    raises OperationalError, as a refused or dropped connection does."""
+    """The database is made unreachable by swapping records.health's connection for one whose
+    cursor() raises OperationalError, as a refused or dropped connection does."""
     class Unreachable:
         def cursor(self) -> Any:
             raise OperationalError("connection refused")
 
-    monkeypatch.setattr(views, "connection", Unreachable())
+    monkeypatch.setattr(records.health, "connection", Unreachable())
     body = health(api, status=503)
     assert body["status"] == "error"
 
@@ -195,3 +198,40 @@ def test_an_unreachable_redis_is_degraded_naming_it_and_reads_still_answer(api: 
     assert body["status"] == "degraded"
     assert body["redis"]["status"] == "unreachable"
     assert body["redis"]["unreachable_since"] is not None and body["redis"]["unreachable_seconds"] == 0
+
+
+def _literal_values(hint: Any) -> list[Any] | None:
+    """The values of a Literal, or of the Literal of an optional one; None for any other type."""
+    if get_origin(hint) is Literal:
+        return list(get_args(hint))
+    literals = [arg for arg in get_args(hint) if get_origin(arg) is Literal]
+    return list(get_args(literals[0])) if literals else None
+
+
+@pytest.mark.parametrize(("serializer", "declared"), [
+    (schema.HealthSerializer, ServiceHealth),
+    (schema.HealthDeploymentSerializer, HealthDeployment),
+    (schema.HealthIndexerSerializer, IndexerHealth),
+    (schema.HealthBackfillSerializer, BackfillProgress),
+    (schema.HealthIndexerProcessSerializer, IndexerProcessHealth),
+    (schema.HealthRedisSerializer, RedisHealth),
+], ids=lambda value: value.__name__)
+def test_the_schema_describes_the_members_the_body_is_declared_with(serializer: Any, declared: Any) -> None:
+    """The OpenAPI schema's description of /health (records.api.schema) against the TypedDicts the
+    body is built as (records.health, indexer.health): the same members in the same order, null
+    where they may be None, and a Literal's values as the choices."""
+    hints = get_type_hints(declared)
+    fields = serializer().fields
+    assert list(fields) == list(hints)
+    for name, field in fields.items():
+        assert field.allow_null == (type(None) in get_args(hints[name])), name
+        values = _literal_values(hints[name])
+        if values is not None and (serializer, name) != (schema.HealthSerializer, "status"):  # and "error": below
+            assert list(getattr(field, "choices", ())) == values, name
+
+
+def test_the_schema_describes_every_status_the_body_may_carry() -> None:
+    """`ok` and `degraded` (ServiceHealth), and the 503's `error` (DatabaseUnreachable)."""
+    statuses = [*get_args(get_type_hints(ServiceHealth)["status"]),
+                *get_args(get_type_hints(DatabaseUnreachable)["status"])]
+    assert list(getattr(schema.HealthSerializer().fields["status"], "choices", ())) == statuses

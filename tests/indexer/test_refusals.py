@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
+from indexer import refusals
 from indexer.errors import NodeBehind, RangeTooLarge, RpcError, TransientRpcError
-from indexer.refusals import WORDINGS, RefusalKind, read_refusal, wording_of
+from indexer.refusals import WORDINGS, RefusalKind, read_refusal
 from indexer.rpc import classify_error
 
 CAP, TRY_RANGE, TOO_MUCH, NODE_BEHIND = RefusalKind
@@ -113,10 +114,15 @@ def test_what_is_no_refusal_of_a_range_is_not_read_as_one(error: dict[str, Any])
     assert not isinstance(classify_error(error, "eth_getLogs"), RangeTooLarge)
 
 
-def test_every_wording_has_a_text_that_it_reads() -> None:
-    """A line of the table that no text above exercises is a line nobody has checked."""
-    read = {wording_of(text[1]) for text in TEXTS}
-    untested = [(w.provider, str(w.kind)) for w in WORDINGS if w not in read]
+def test_every_wording_has_a_text_that_it_reads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A line of the table that no text above exercises is a line nobody has checked: without it,
+    every text would be read as it is now."""
+    as_read = [read_refusal(text[1]) for text in TEXTS]
+    untested = []
+    for wording in WORDINGS:
+        monkeypatch.setattr(refusals, "WORDINGS", tuple(w for w in WORDINGS if w is not wording))
+        if [read_refusal(text[1]) for text in TEXTS] == as_read:
+            untested.append((wording.provider, str(wording.kind)))
     assert untested == [("any", "try_range"), ("any", "cap")], untested  # the generic fallbacks: below
 
 
