@@ -34,7 +34,7 @@ from django.utils import timezone
 from indexer.clock import BlockClock
 from indexer.commit import Committer
 from indexer.config import IndexerConfig
-from indexer.errors import ChainChanged, InconsistentChain, IndexerError, NodeBehind
+from indexer.errors import ChainChanged, InconsistentChain, IndexerError, NodeBehind, RetriesExhausted, Stopped
 from indexer.explorer import ExplorerGuide
 from indexer.fetch import BatchReader
 from indexer.historical import Historical
@@ -48,7 +48,7 @@ from indexer.proof import GuidedSyncProof
 from indexer.realtime import Realtime
 from indexer.reorg import Reorganisations
 from indexer.reread import Rereads
-from indexer.rpc import UNREACHABLE_AFTER, Backoff, RetriesExhausted, RpcClient, Stopped
+from indexer.rpc import UNREACHABLE_AFTER, Backoff, RpcClient
 from indexer.startup import check_node, find_start_block
 from indexer.transitions import chain_time
 from records.models import Deployment
