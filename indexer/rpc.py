@@ -206,16 +206,24 @@ RATE_LIMITED_SPLIT = 3  # rate limits in a row that halve a batch (too large for
 
 @dataclass
 class Backoff:
-    """Capped exponential backoff with full jitter."""
+    """Capped exponential backoff: the indexer's one formula for waiting before asking again.
+
+    `ceiling(n)` is `base * 2**n` seconds, at most `cap`. The client's retries wait a random time
+    up to it (`delay`, full jitter: the threads and processes that failed together do not ask again
+    together); the indexer's waits for a node or a database that does not answer
+    (indexer.outage) wait it whole, as one loop asks there."""
 
     base: float = 0.25
     cap: float = 15.0
     attempts: int = 8
 
+    def ceiling(self, attempt: int) -> float:
+        return min(self.cap, self.base * 2.0 ** min(attempt, 64))  # 2**64 outgrows any cap; a float would overflow
+
     def delay(self, attempt: int, retry_after: float | None = None) -> float:
         if retry_after is not None:
             return min(self.cap, max(retry_after, 0.0))
-        return float(random.uniform(0, min(self.cap, self.base * 2**attempt)))
+        return float(random.uniform(0, self.ceiling(attempt)))
 
 
 def _json_rpc_error(response: httpx.Response) -> dict[str, Any] | None:
