@@ -9,7 +9,7 @@
    explicit gas and nonces in JSON-RPC batches of `--per-block` transactions, each followed by
    `evm_mine`. The chain is cached in bench/results/ (anvil --dump-state /
    --load-state), keyed by the generator's parameters, so reruns skip building.
-2. Ceiling. The indexer's RPC and decode work without a database, one process: `Indexer.read`
+2. Ceiling. The indexer's RPC and decode work without a database, one process: `BatchReader.read`
    over the same getLogs ranges (`LogFetcher` / `RpcClient`), `decode_log` of every log, the block
    headers the indexer fetches, and its per-catch-up eth_blockNumber and reorg check.
 3. Backfill into a fresh SQLite file and into a fresh PostgreSQL database (created and dropped

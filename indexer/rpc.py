@@ -29,7 +29,7 @@ import re
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -48,9 +48,6 @@ from indexer.errors import (
 )
 from indexer.pacing import Pacer, Ticket
 from indexer.refusals import RefusalKind, read_refusal
-
-__all__ = ["BatchTooLarge", "NodeBehind", "RangeTooLarge", "RetriesExhausted", "RpcError", "Stopped",
-           "TransientRpcError"]
 
 logger = logging.getLogger(__name__)
 
@@ -209,16 +206,24 @@ RATE_LIMITED_SPLIT = 3  # rate limits in a row that halve a batch (too large for
 
 @dataclass
 class Backoff:
-    """Capped exponential backoff with full jitter."""
+    """Capped exponential backoff: the indexer's one formula for waiting before asking again.
+
+    `ceiling(n)` is `base * 2**n` seconds, at most `cap`. The client's retries wait a random time
+    up to it (`delay`, full jitter: the threads and processes that failed together do not ask again
+    together); the indexer's waits for a node or a database that does not answer
+    (indexer.outage) wait it whole, as one loop asks there."""
 
     base: float = 0.25
     cap: float = 15.0
     attempts: int = 8
 
+    def ceiling(self, attempt: int) -> float:
+        return min(self.cap, self.base * 2.0 ** min(attempt, 64))  # 2**64 outgrows any cap; a float would overflow
+
     def delay(self, attempt: int, retry_after: float | None = None) -> float:
         if retry_after is not None:
             return min(self.cap, max(retry_after, 0.0))
-        return float(random.uniform(0, min(self.cap, self.base * 2**attempt)))
+        return float(random.uniform(0, self.ceiling(attempt)))
 
 
 def _json_rpc_error(response: httpx.Response) -> dict[str, Any] | None:
@@ -246,7 +251,6 @@ class RpcClient:
         *,
         timeout: float = 20.0,
         backoff: Backoff | None = None,
-        sleep: Callable[[float], None] | None = None,
         stop: threading.Event | None = None,
         pacer: Pacer | None = None,
         max_batch: int = MAX_BATCH,
@@ -263,7 +267,6 @@ class RpcClient:
         # A rate limit retried for as long as the indexer runs (the node: nothing goes on without it),
         # or counted with the other failures (an explorer, which the indexer can do without).
         self.patient = patient
-        self._given_sleep = sleep
         self._http = httpx.Client(timeout=httpx.Timeout(timeout), headers={"Content-Type": "application/json"},
                                   limits=httpx.Limits(max_connections=None, max_keepalive_connections=64))
         self._ids = itertools.count(1)
@@ -279,16 +282,13 @@ class RpcClient:
     def fresh(self) -> RpcClient:
         """A client for a forked process: the same settings, connections of its own; the budget
         and a pause the node asked for stay shared (indexer.pacing)."""
-        client = RpcClient(self.url, timeout=self.timeout, backoff=self.backoff, sleep=self._given_sleep,
-                           stop=self.stop, pacer=self.pacer.for_another_process(), max_batch=self.max_batch,
-                           patient=self.patient)
+        client = RpcClient(self.url, timeout=self.timeout, backoff=self.backoff, stop=self.stop,
+                           pacer=self.pacer.for_another_process(), max_batch=self.max_batch, patient=self.patient)
         client.phase = self.phase
         return client
 
     def _sleep(self, seconds: float) -> None:
-        if self._given_sleep is not None:
-            self._given_sleep(seconds)
-        if self.stop.wait(0 if self._given_sleep is not None else seconds):
+        if self.stop.wait(seconds):
             raise Stopped("stopped while waiting to retry a request to the node")
 
     def call(self, method: str, params: Sequence[Any], *, behind_retries: int | None = None,

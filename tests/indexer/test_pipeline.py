@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
+from indexer.errors import RpcError
 from indexer.fetch import Batch
 from indexer.pipeline import BatchWriter, ReadAhead
-from indexer.rpc import RpcError
 
 
 def batches_of_one_block(fail_at: int | None = None) -> Any:

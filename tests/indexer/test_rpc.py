@@ -8,6 +8,7 @@ proxy of `test_rpc_faults.py` is built on it too.
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -19,19 +20,10 @@ from typing import Any
 import pytest
 
 import indexer.fetch as fetch_module
-from indexer.errors import IndexerError
+from indexer.errors import IndexerError, RangeTooLarge, RetriesExhausted, RpcError, Stopped, TransientRpcError
 from indexer.fetch import LogFetcher
 from indexer.pacing import Pacer
-from indexer.rpc import (
-    Backoff,
-    RangeTooLarge,
-    RetriesExhausted,
-    RpcClient,
-    RpcError,
-    Stopped,
-    TransientRpcError,
-    classify_error,
-)
+from indexer.rpc import Backoff, RpcClient, classify_error
 
 ADDRESS = "0x" + "ab" * 20
 
@@ -125,10 +117,16 @@ def results(request: Any) -> Reply:
     return answer_each(request, lambda call: {"result": call["method"]})
 
 
-def client(url: str, sleeps: list[float] | None = None, attempts: int = 4) -> RpcClient:
-    """A client that records its backoff sleeps instead of sleeping."""
-    record = sleeps if sleeps is not None else []
-    return RpcClient(url, timeout=2, backoff=Backoff(base=0.01, cap=5, attempts=attempts), sleep=record.append)
+def client(url: str, attempts: int = 4) -> RpcClient:
+    """A client whose backoff starts at 10 ms: its retries wait, briefly."""
+    return RpcClient(url, timeout=2, backoff=Backoff(base=0.01, cap=5, attempts=attempts))
+
+
+def backoff_waits(caplog: pytest.LogCaptureFixture) -> list[float]:
+    """The seconds waited before each retry, as the client's log says them."""
+    said = (re.search(r"; retry \d+ in ([\d.]+) s$", record.getMessage()) for record in caplog.records
+            if record.name == "indexer.rpc")
+    return [float(match.group(1)) for match in said if match]
 
 
 # ---------------------------------------------------------------- classify_error
@@ -198,30 +196,31 @@ def test_batch_results_follow_the_calls_whatever_order_the_answers_come_in() -> 
     assert answers == ["eth_chainId", "eth_blockNumber", "net_version"]
 
 
-def test_a_body_that_is_not_json_is_retried_after_a_backoff() -> None:
+def test_a_body_that_is_not_json_is_retried_after_a_backoff(caplog: pytest.LogCaptureFixture) -> None:
     script = Script(Reply(body=b'{"jsonrpc": "2.0", "id": 1, "res'), Reply(body=b"<html>502</html>"), results)
-    sleeps: list[float] = []
     with local_server(script) as url:
-        assert client(url, sleeps).call("eth_blockNumber", []) == "eth_blockNumber"
+        assert client(url).call("eth_blockNumber", []) == "eth_blockNumber"
     assert len(script.requests) == 3
-    assert len(sleeps) == 2 and all(0 <= s <= 0.02 for s in sleeps)
+    waits = backoff_waits(caplog)
+    assert len(waits) == 2 and all(0 <= s <= 0.02 for s in waits)
 
 
-def test_a_body_that_is_never_json_exhausts_the_retries() -> None:
+def test_a_body_that_is_never_json_exhausts_the_retries(caplog: pytest.LogCaptureFixture) -> None:
     script = Script(Reply(body=b"not json"))
-    sleeps: list[float] = []
     with local_server(script) as url, pytest.raises(RetriesExhausted, match=r"not JSON.*after 4 attempts"):
-        client(url, sleeps, attempts=4).call("eth_blockNumber", [])
-    assert (len(script.requests), len(sleeps)) == (4, 3)
+        client(url, attempts=4).call("eth_blockNumber", [])
+    assert (len(script.requests), len(backoff_waits(caplog))) == (4, 3)
 
 
-def test_http_429_waits_as_long_as_retry_after_says() -> None:
+def test_http_429_waits_as_long_as_retry_after_says(caplog: pytest.LogCaptureFixture) -> None:
     script = Script(Reply(status=429, headers={"Retry-After": "3"}), Reply(status=503), results)
-    sleeps: list[float] = []
     with local_server(script) as url:
-        assert client(url, sleeps).call("eth_chainId", []) == "eth_chainId"
-    assert sleeps[0] == 3.0
-    assert 0 <= sleeps[1] <= 0.02
+        started = time.monotonic()
+        assert client(url).call("eth_chainId", []) == "eth_chainId"
+        waited = time.monotonic() - started
+    retry_after, backoff = backoff_waits(caplog)
+    assert retry_after == 3.0 and waited >= 3.0
+    assert 0 <= backoff <= 0.02
 
 
 def test_another_http_status_fails_at_once() -> None:
@@ -463,7 +462,7 @@ def test_every_call_and_every_failure_is_tallied_by_method_and_kind() -> None:
         lambda request: answer_each(request, lambda call: {"error": {"code": -32601, "message": "method not found"}}),
     )
     with local_server(script) as url:
-        rpc = RpcClient(url, timeout=0.2, backoff=Backoff(base=0.001, attempts=8), sleep=lambda _: None)
+        rpc = RpcClient(url, timeout=0.2, backoff=Backoff(base=0.001, attempts=8))
         assert rpc.call("eth_blockNumber", []) == "eth_blockNumber"
         with pytest.raises(RangeTooLarge):
             rpc.call("eth_getLogs", [{}])

@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 
 from contracts.demo import seed_demo_activity
-from indexer.errors import IndexerError
+from indexer.errors import IndexerError, RangeTooLarge, RetriesExhausted, RpcError
 from indexer.models import SyncState
-from indexer.rpc import Backoff, RangeTooLarge, RetriesExhausted, RpcClient, RpcError
+from indexer.rpc import Backoff, RpcClient
 from indexer.sync import Indexer
 from tests.chain import USDC, Chain
 from tests.indexer.conftest import catch_up_to_head, config_for
