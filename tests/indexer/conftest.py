@@ -11,7 +11,7 @@ from django.test import override_settings
 
 from indexer.config import IndexerConfig
 from indexer.sync import Indexer
-from tests.chain import Chain
+from tests.chain import USDC, Chain
 from tests.servers import database_url
 
 
@@ -37,6 +37,18 @@ def catch_up_to_head(indexer: Indexer, max_rounds: int = 1_000) -> None:
         if not indexer.catch_up():
             return
     raise AssertionError("the indexer did not catch up")
+
+
+def mine(chain: Chain, blocks: int) -> None:
+    """`blocks` empty blocks at once."""
+    chain.w3.provider.make_request("anvil_mine", [hex(blocks)])  # type: ignore[arg-type]
+
+
+def post_bounty(chain: Chain, prompt: str) -> int:
+    """Posts a bounty (an approval, then the bounty: a block each); the bounty's block."""
+    chain.send(chain.usdc.functions.approve(chain.board.address, 2**256 - 1), chain.account(1))
+    receipt = chain.send(chain.board.functions.createBounty(prompt, b"\x05" * 32, 7 * USDC, 3600), chain.account(1))
+    return int(receipt["blockNumber"])
 
 
 @pytest.fixture

@@ -17,16 +17,11 @@ import httpx
 import psycopg
 import pytest
 
-from tests.chain import USDC, Chain
-from tests.indexer.conftest import process_env
+from tests.chain import Chain
+from tests.indexer.conftest import post_bounty, process_env
 from tests.indexer.mirror import record_log_count
 from tests.indexer.test_run_indexer_command import PROJECT_DIR, start, wait_until
 from tests.servers import ThrowawayPostgres, start_daphne, stop
-
-
-def _bounty(chain: Chain, prompt: str) -> None:
-    chain.send(chain.usdc.functions.approve(chain.board.address, 2**256 - 1), chain.account(1))
-    chain.send(chain.board.functions.createBounty(prompt, b"\x05" * 32, 7 * USDC, 3600), chain.account(1))
 
 
 def _count(database: ThrowawayPostgres, sql: str) -> int:
@@ -67,7 +62,7 @@ def test_the_indexer_and_the_read_api_ride_through_a_restart_of_postgresql(chain
     server = start_daphne(env)
     standby: subprocess.Popen[str] | None = None
     try:
-        _bounty(chain, "ipfs://before-the-restart")
+        post_bounty(chain, "ipfs://before-the-restart")
         wait_until(lambda: _count(database, "SELECT count(*) FROM records_bounty") == 1, timeout=30)
         standby = start(env)
         wait_until(lambda: _roles(database) == ["standby", "writer"], timeout=30)
@@ -77,10 +72,10 @@ def test_the_indexer_and_the_read_api_ride_through_a_restart_of_postgresql(chain
         started = time.monotonic()
         down = [httpx.get(server.http(path), timeout=30) for path in ("/bounties", "/bounties/1", "/health")]
         waited = (time.monotonic() - started) / len(down)
-        _bounty(chain, "ipfs://while-postgresql-is-down")
+        post_bounty(chain, "ipfs://while-postgresql-is-down")
         time.sleep(2)  # the indexer meets the closed server
         database.start()
-        _bounty(chain, "ipfs://after-the-restart")
+        post_bounty(chain, "ipfs://after-the-restart")
         wait_until(lambda: _count(database, "SELECT count(*) FROM records_bounty") == 3, timeout=60)
         wait_until(lambda: httpx.get(server.http("/bounties")).status_code == 200, timeout=30)
         # One writer and one standby again, whichever took the lock first.

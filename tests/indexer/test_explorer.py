@@ -20,7 +20,7 @@ from indexer.models import SyncState
 from indexer.sync import Indexer
 from tests.chain import USDC, Chain
 from tests.explorer import ExplorerFaults, FakeBlockscout
-from tests.indexer.conftest import catch_up_to_head, config_for
+from tests.indexer.conftest import catch_up_to_head, config_for, mine
 from tests.indexer.test_far_node import assert_consistent
 from tests.node_proxy import NodeLimits, NodeProxy
 
@@ -30,21 +30,17 @@ CAP = 5  # blocks per eth_getLogs, as free plans allow
 QUIET = 1_000  # empty blocks between the demo activity and the bounties after it
 
 
-def _mine(chain: Chain, blocks: int) -> None:
-    chain.w3.provider.make_request("anvil_mine", [hex(blocks)])  # type: ignore[arg-type]
-
-
 @pytest.fixture
 def history(chain: Chain) -> Chain:
     """Demo activity, a quiet stretch, three bounties, and enough blocks after them that every
     event lies below the realtime phase's blocks."""
     seed_demo_activity(chain.w3, chain.deployment)
-    _mine(chain, QUIET)
+    mine(chain, QUIET)
     chain.send(chain.usdc.functions.approve(chain.board.address, 2**256 - 1), chain.account(1))
     for n in range(3):
         chain.send(chain.board.functions.createBounty(f"ipfs://guided-{n}", b"\x07" * 32, (n + 1) * USDC, 3600),
                    chain.account(1))
-    _mine(chain, 64)
+    mine(chain, 64)
     return chain
 
 
@@ -178,7 +174,7 @@ def test_a_short_catch_up_after_a_guided_sync_is_read_by_range(history: Chain) -
         asked = explorer.stats.requests
         chain.send(chain.board.functions.createBounty("ipfs://after-the-guided-sync", b"\x07" * 32, USDC, 3600),
                    chain.account(1))
-        _mine(chain, 60)  # a minute of chain 91342 while the indexer was away: 12 ranges of 5 blocks
+        mine(chain, 60)  # a minute of chain 91342 while the indexer was away: 12 ranges of 5 blocks
         catch_up_to_head(indexer)
         assert explorer.stats.requests == asked
         assert SyncState.objects.get(deployment=indexer.deployment).guided_from_block is None  # no second proof

@@ -19,17 +19,13 @@ from indexer.models import AppliedLog, IndexedBlock
 from indexer.sync import Indexer
 from records.models import Bounty
 from tests.chain import USDC, Chain
-from tests.indexer.conftest import catch_up_to_head, config_for
+from tests.indexer.conftest import catch_up_to_head, config_for, mine
 from tests.indexer.mirror import assert_live_consumer_is_current, assert_mirror_equals_chain, record_log_count
 from tests.node_proxy import NodeLimits, NodeProxy
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 QUIET_BLOCKS = 150
-
-
-def _mine(chain: Chain, blocks: int) -> None:
-    chain.w3.provider.make_request("anvil_mine", [hex(blocks)])  # type: ignore[arg-type]
 
 
 def _bounties(chain: Chain, prompts: list[str]) -> None:
@@ -58,7 +54,7 @@ def assert_consistent(chain: Chain, indexer: Indexer) -> None:
 def busy_then_quiet(chain: Chain) -> Chain:
     """Demo activity, a quiet stretch, more bounties: records at both ends of many ranges."""
     seed_demo_activity(chain.w3, chain.deployment)
-    _mine(chain, QUIET_BLOCKS)
+    mine(chain, QUIET_BLOCKS)
     _bounties(chain, [f"ipfs://after-the-quiet-{n}" for n in range(3)])
     return chain
 
@@ -109,9 +105,9 @@ def test_a_reorganisation_while_ranges_are_in_flight_leaves_the_mirror_equal_to_
     with far_indexer(chain, NodeLimits(latency=0.02, max_log_blocks=4)) as (indexer, node):
         catch_up_to_head(indexer)
         fork = chain.w3.provider.make_request("evm_snapshot", [])["result"]  # type: ignore[arg-type]
-        _mine(chain, 40)
+        mine(chain, 40)
         _bounties(chain, ["ipfs://orphaned-0", "ipfs://orphaned-1"])
-        _mine(chain, 40)
+        mine(chain, 40)
         reads = node.stats.calls["eth_getLogs"]
         reorganised = threading.Event()
 
@@ -121,9 +117,9 @@ def test_a_reorganisation_while_ranges_are_in_flight_leaves_the_mirror_equal_to_
                     and not reorganised.is_set():
                 reorganised.set()
                 assert chain.w3.provider.make_request("evm_revert", [fork])["result"] is True  # type: ignore[arg-type]
-                _mine(chain, 30)
+                mine(chain, 30)
                 _bounties(chain, ["ipfs://new-branch-0", "ipfs://new-branch-1", "ipfs://new-branch-2"])
-                _mine(chain, 60)
+                mine(chain, 60)
 
         node.before_call = reorganise
         catch_up_to_head(indexer)

@@ -1,10 +1,13 @@
 """Waiting out an outage (indexer.outage): how long the indexer waits before asking again a node
-that does not answer, and a database that went away. The waits are read from the stop event
-they are waited on, which a stop request would end."""
+that does not answer, and a database that went away (the waits read from the stop event they
+are waited on, which a stop request would end); and run_indexer through a node that goes away
+for a while: /health says so within seconds, and the indexer catches up once it answers."""
 
 from __future__ import annotations
 
+import signal
 import threading
+import time
 from collections.abc import Callable
 
 import pytest
@@ -12,9 +15,17 @@ import pytest
 from indexer.commit import Committer
 from indexer.config import IndexerConfig
 from indexer.errors import RetriesExhausted, Stopped
+from indexer.health import indexer_health
 from indexer.metrics import IndexerMetrics
+from indexer.models import SyncState
 from indexer.outage import DATABASE_BACKOFF, NodeOutage
 from indexer.rpc import RpcClient
+from records.models import Bounty, Deployment
+from tests.chain import Chain
+from tests.indexer.conftest import post_bounty, process_env
+from tests.indexer.mirror import assert_mirror_equals_chain
+from tests.indexer.test_run_indexer_command import start, wait_until
+from tests.node_proxy import NodeLimits, NodeProxy
 
 ADDRESS = "0x" + "ab" * 20
 
@@ -89,3 +100,62 @@ def test_a_stop_request_ends_the_wait_for_the_node() -> None:
 
 def test_a_database_that_went_away_is_asked_again_after_a_doubling_wait_up_to_5_seconds() -> None:
     assert [DATABASE_BACKOFF.ceiling(tries) for tries in range(7)] == [0.25, 0.5, 1.0, 2.0, 4.0, 5.0, 5.0]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_node_that_goes_away_for_a_while_is_waited_for_and_caught_up_with(chain: Chain) -> None:
+    """Connection refused for 8 s, as a provider's maintenance: run_indexer keeps asking, /health
+    says so within seconds (degraded, since when), and the indexer catches up once it answers."""
+    with NodeProxy(chain.deployment.rpc_url, NodeLimits()) as node:
+        process = start(process_env(chain, BOUNTY_RPC_URL=node.url))
+        try:
+            post_bounty(chain, "ipfs://before-the-outage")
+            wait_until(lambda: Bounty.objects.filter(prompt="ipfs://before-the-outage").exists())
+            node.go_down()
+            went = time.monotonic()
+            post_bounty(chain, "ipfs://during-the-outage")
+            wait_until(lambda: SyncState.objects.get().node_unreachable_since is not None, timeout=10)
+            noticed = time.monotonic() - went
+            deployment = Deployment.objects.get()
+            health = indexer_health(deployment)
+            assert health["running"] and health["node_unreachable_since"] is not None
+            time.sleep(max(0.0, 8 - (time.monotonic() - went)))
+            assert process.poll() is None, "the indexer is still running"
+            assert (indexer_health(deployment)["node_unreachable_seconds"] or 0) >= 5
+            node.come_back()
+            wait_until(lambda: Bounty.objects.filter(prompt="ipfs://during-the-outage").exists(), timeout=40)
+            wait_until(lambda: SyncState.objects.get().node_unreachable_since is None, timeout=10)
+        finally:
+            process.send_signal(signal.SIGTERM)
+            output, _ = process.communicate(timeout=30)
+    assert process.returncode == 0, output
+    assert noticed < 5, f"/health knew after {noticed:.1f} s"
+    assert "asking again for as long as it takes" in output and "answers again after" in output
+    assert "Traceback" not in output
+    assert_mirror_equals_chain(chain.board, Deployment.objects.get())
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_node_that_went_away_is_asked_again_within_the_ceiling_of_its_return(chain: Chain) -> None:
+    """The wait between two asks of a node that does not answer grows, but never past
+    BOUNTY_INDEXER_MAX_WAIT_MS (here 1 s): after a 24 s outage (the backoff alone would next ask
+    some 15 s after the node's return), the record waiting is indexed within seconds of it."""
+    with NodeProxy(chain.deployment.rpc_url, NodeLimits()) as node:
+        process = start(process_env(chain, BOUNTY_RPC_URL=node.url, BOUNTY_INDEXER_MAX_WAIT_MS="1000"))
+        try:
+            post_bounty(chain, "ipfs://before-the-long-outage")
+            wait_until(lambda: Bounty.objects.filter(prompt="ipfs://before-the-long-outage").exists())
+            node.go_down()
+            went = time.monotonic()
+            post_bounty(chain, "ipfs://during-the-long-outage")
+            time.sleep(max(0.0, 24 - (time.monotonic() - went)))
+            assert not Bounty.objects.filter(prompt="ipfs://during-the-long-outage").exists()
+            node.come_back()
+            back = time.monotonic()
+            wait_until(lambda: Bounty.objects.filter(prompt="ipfs://during-the-long-outage").exists(), timeout=30)
+            caught_up = time.monotonic() - back
+        finally:
+            process.send_signal(signal.SIGTERM)
+            output, _ = process.communicate(timeout=30)
+    assert process.returncode == 0, output
+    assert caught_up <= 4, f"indexed {caught_up:.1f} s after the node came back"

@@ -1,16 +1,21 @@
 """The realtime phase's parts (indexer.realtime): the bloom test against real headers of the dev
-chain, the headers kept linked by parent hash, and the logs of a hand-over's blocks read by range
-where the node allows it, by block hash where the range's answer lacks a block."""
+chain, the headers kept linked by parent hash, the logs of a hand-over's blocks read by range where the
+node allows it, by block hash where the range's answer lacks a block, and from the block's
+receipts where getLogs by hash answers nothing for a block whose bloom says otherwise."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import pytest
 
 from indexer.realtime import BloomFilter, HeaderChain, LiveReader
 from indexer.rpc import RpcClient
+from indexer.sync import Indexer
+from records.models import Bounty
 from tests.chain import USDC, Chain
+from tests.indexer.conftest import catch_up_to_head, config_for, post_bounty
 from tests.node_proxy import NodeLimits, NodeProxy
 
 
@@ -88,3 +93,23 @@ def test_blocks_a_range_answer_lacks_or_cannot_cover_are_asked_by_hash(chain: Ch
     assert [int(logs[0]["blockNumber"], 16) for logs in read] == numbers  # nothing lost
     by_hash = [query for query in asked if "blockHash" in query]
     assert len(by_hash) == (1 if span == 50 else 3)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_matching_bloom_with_an_empty_answer_is_confirmed_by_the_receipts(
+        chain: Chain, caplog: pytest.LogCaptureFixture) -> None:
+    """getLogs by hash answers nothing once for a block whose bloom holds the contract's record:
+    the block's receipts hold the log, and the first reading takes it from them."""
+    with NodeProxy(chain.deployment.rpc_url, NodeLimits()) as node:
+        indexer = Indexer(config_for(chain, BOUNTY_RPC_URL=node.url, BOUNTY_LIVE_BLOCKS=8))
+        indexer.check_node()
+        indexer.ensure_deployment()
+        catch_up_to_head(indexer)
+        node.limits.empty_logs_once = frozenset({chain.w3.eth.block_number + 2})
+        post_bounty(chain, "ipfs://in-the-receipts")
+        with caplog.at_level(logging.WARNING, logger="indexer.realtime"):
+            catch_up_to_head(indexer)
+        assert node.stats.blanked == 1 and node.stats.calls["eth_getBlockReceipts"] == 1
+    assert list(Bounty.objects.values_list("prompt", flat=True)) == ["ipfs://in-the-receipts"]
+    assert "answered eth_getLogs for block" in caplog.text and "but its receipts hold 1 record logs" in caplog.text
+    assert indexer.metrics.reread_repairs._value.get() == 0
