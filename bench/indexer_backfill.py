@@ -501,6 +501,7 @@ def instrument_commit(timer: StageTimer) -> None:
     import indexer.commit as commit_module
     from indexer.models import AppliedLog, ChangeLogEntry, IndexedBlock
     from indexer.store import RecordStore
+    from records.dialect import dialect
     from records.models import Bounty, Dispute, Submission
 
     commit_module.apply_event = timer.wrap("apply_event", commit_module.apply_event)  # type: ignore[attr-defined]
@@ -523,7 +524,7 @@ def instrument_commit(timer: StageTimer) -> None:
     insert = bulk_module.insert_rows
 
     def timed_insert(model: Any, columns: Any, rows: Any) -> None:
-        if bulk_module.connection.vendor == "postgresql":  # timed in _copy
+        if dialect(bulk_module.connection).copy_rows:  # timed in _copy
             insert(model, columns, rows)
         else:
             timer.wrap(names.get(model, "insert other"), insert)(model, columns, rows)
