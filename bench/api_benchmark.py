@@ -307,14 +307,14 @@ def deep_created_at_baseline(report: Report, n: int = 20) -> None:
 
 
 def validate_seed(stream_rows: int) -> dict[str, int]:
-    """The seeded rows against records.search.search_document, representation.record_body and the
+    """The seeded rows against records.search (`join_fields` of `search_fields`), representation.record_body and the
     counters."""
     from django.db.models import Count
 
     from indexer.models import SyncState
     from records.models import Bounty, Deployment, Dispute, Submission
     from records.representation import record_body
-    from records.search import search_document
+    from records.search import join_fields, search_fields
 
     problems: list[str] = []
     for model, total_field in ((Bounty, "bounty_total"), (Submission, "submission_total"),
@@ -327,8 +327,8 @@ def validate_seed(stream_rows: int) -> dict[str, int]:
         rng = random.Random(7)
         sample = model.objects.filter(pk__in=[rng.randint(1, high) for _ in range(300)])
         for record in sample:
-            if search_document(record) != record.search_text:
-                problems.append(f"{model.__name__} {record.pk}: search_text differs from search_document")
+            if join_fields(search_fields(record)) != record.search_text:
+                problems.append(f"{model.__name__} {record.pk}: search_text differs from its search fields")
             deployment = record.deployment
             if record_body(record, chain_id=deployment.chain_id,
                            contract_address=deployment.contract_address) != record.body:
@@ -371,7 +371,7 @@ def in_process(args: argparse.Namespace, report: Report) -> bytes:
     heading("seed check")
     sizes = validate_seed(args.stream_rows)
     print("valid: " + ", ".join(f"{k} {v:,}" for k, v in sizes.items())
-          + "; search_text == search_document and body == record_body on a sample; counters and totals consistent")
+          + "; search_text == its search fields and body == record_body on a sample; counters and totals consistent")
     cache.clear()  # Redis db 15 only (REDIS_URL)
     inproc = InProcess(args.requests, args.cold_requests, args.budget)
     active = Deployment.objects.get(chain_id=ACTIVE)

@@ -13,7 +13,7 @@ Creates (or reuses) the database `bench_api` on 127.0.0.1:5432 (user postgres, t
 
 Rows look like what the indexer writes (tests/factories.py): uint256 amounts as 78-digit
 zero-padded strings, lowercase hex addresses and hashes, data: URIs of about 150 bytes, statuses
-spread, created_at / deadline times, `search_text` as records.search.search_document builds it,
+spread, created_at / deadline times, `search_text` as records.search builds it,
 submission_count / dispute_count and the Deployment totals consistent, one SyncState row per
 deployment. A few rare searchable terms (RARE_TERMS) each occur in exactly one record.
 
@@ -112,8 +112,8 @@ def database_url(dbname: str = DEFAULT_DB) -> str:
 
 
 def join_search(*values: object) -> str:
-    """records.search._join: lowercased, de-duplicated, separator-joined (checked against
-    search_document on a sample by the benchmark)."""
+    """records.search.join_fields of the lowercased values: de-duplicated, separator-joined
+    (checked against records.search on a sample by the benchmark)."""
     seen: list[str] = []
     for value in values:
         text = str(value).lower()

@@ -500,15 +500,16 @@ def instrument_commit(timer: StageTimer) -> None:
     import indexer.bulk as bulk_module
     import indexer.commit as commit_module
     from indexer.models import AppliedLog, ChangeLogEntry, IndexedBlock
-    from indexer.transitions import RecordStore
+    from indexer.store import RecordStore
+    from records.dialect import dialect
     from records.models import Bounty, Dispute, Submission
 
     commit_module.apply_event = timer.wrap("apply_event", commit_module.apply_event)  # type: ignore[attr-defined]
     RecordStore.load = timer.wrap("load records", RecordStore.load)  # type: ignore[method-assign]
     RecordStore.payload = timer.wrap("payloads", RecordStore.payload)  # type: ignore[method-assign]
-    import indexer.transitions as transitions_module
+    import indexer.writes as writes_module
 
-    transitions_module.update_rows = timer.wrap("update records", transitions_module.update_rows)  # type: ignore[attr-defined]
+    writes_module.update_rows = timer.wrap("update records", writes_module.update_rows)  # type: ignore[attr-defined]
     names = {Bounty: "insert records", Submission: "insert records", Dispute: "insert records",
              AppliedLog: "insert AppliedLog", ChangeLogEntry: "insert ChangeLog", IndexedBlock: "insert IndexedBlock"}
     copy = bulk_module._copy
@@ -523,13 +524,13 @@ def instrument_commit(timer: StageTimer) -> None:
     insert = bulk_module.insert_rows
 
     def timed_insert(model: Any, columns: Any, rows: Any) -> None:
-        if bulk_module.connection.vendor == "postgresql":  # timed in _copy
+        if dialect(bulk_module.connection).copy_rows:  # timed in _copy
             insert(model, columns, rows)
         else:
             timer.wrap(names.get(model, "insert other"), insert)(model, columns, rows)
 
     bulk_module.insert_rows = timed_insert
-    transitions_module.insert_rows = timed_insert  # type: ignore[attr-defined]
+    writes_module.insert_rows = timed_insert  # type: ignore[attr-defined]
     bulk_module.RowStream.__exit__ = timer.wrap("wait", bulk_module.RowStream.__exit__)  # type: ignore[method-assign]
 
 

@@ -30,7 +30,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.utils import timezone
 from psycopg import sql
 
-from indexer.backend import backend
+from records.dialect import dialect
 from records.fields import UINT256_DIGITS, UINT256_MAX, AddressField, Bytes32Field, UInt256Field
 
 _Convert = Callable[[Any], Any]
@@ -42,9 +42,9 @@ def json_text(value: Any) -> str:
 
 
 def _datetime_converter() -> _Convert | None:
-    if connection.vendor == "postgresql":
+    if not dialect(connection).datetimes_as_text:
         return None  # psycopg sends aware datetimes as they are, as Django does
-    if connection.vendor != "sqlite" or not settings.USE_TZ:
+    if not settings.USE_TZ:
         return connection.ops.adapt_datetimefield_value
     zone = connection.timezone
 
@@ -119,17 +119,18 @@ def batch_session(*, bulk: bool) -> None:
     row, which is most of a batch's database time; searches scan the pending list meanwhile, so
     they stay correct. A bulk backfill's commit does not wait for its WAL to reach the disk: a
     crash of the server may lose the last batches, but never part of one (records and progress
-    are one transaction), and the indexer indexes them again."""
-    if connection.vendor == "sqlite":
-        with connection.cursor() as cursor:
+    are one transaction), and the indexer indexes them again. (records.dialect: `page_cache_pragmas`,
+    `trigram_search`, `asynchronous_commit`.)"""
+    can = dialect(connection)
+    with connection.cursor() as cursor:
+        if can.page_cache_pragmas:
             cursor.execute(f"PRAGMA cache_size = -{SQLITE_CACHE_KIB}")
             cursor.execute(f"PRAGMA wal_autocheckpoint = "
                            f"{SQLITE_BULK_CHECKPOINT_PAGES if bulk else SQLITE_CHECKPOINT_PAGES}")
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
+        if can.trigram_search:
             cursor.execute("SET LOCAL gin_pending_list_limit = '256MB'")
-            if bulk:
-                cursor.execute("SET LOCAL synchronous_commit = off")
+        if bulk and can.asynchronous_commit:
+            cursor.execute("SET LOCAL synchronous_commit = off")
 
 
 _Rows = Sequence[Sequence[Any]]
@@ -189,7 +190,7 @@ def insert_rows(model: type[models.Model], columns: Sequence[str], rows: _Rows) 
     the model's table."""
     if not rows:
         return
-    if backend().writes_in_the_background:
+    if dialect(connection).copy_rows:
         connection.ensure_connection()
         _copy(connections[DEFAULT_DB_ALIAS], model, columns, rows)
         return
@@ -214,7 +215,7 @@ def update_rows(model: type[models.Model], keys: Sequence[str], columns: Sequenc
     table = connection.ops.quote_name(model._meta.db_table)
     names = [connection.ops.quote_name(str(field.column)) for field in fields]
     matches, sets = names[: len(keys)], names[len(keys) :]
-    if connection.vendor == "postgresql":
+    if dialect(connection).copy_rows:
         # COPY into a temporary table of those columns, then one UPDATE joining it: Django's
         # client-side binding would quote every value into the statement's text.
         staging = f"_update_{model._meta.db_table}_{zlib.crc32(' '.join(columns).encode()):08x}"  # one per shape
@@ -261,7 +262,7 @@ class RowStream:
     def insert(self, model: type[models.Model], columns: Sequence[str], rows: _Rows) -> None:
         if not rows:
             return
-        if not backend().writes_in_the_background:
+        if not dialect(connection).writes_in_the_background:
             insert_rows(model, columns, rows)
             return
         if self._failure is not None:

@@ -18,7 +18,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from indexer.models import ChangeLogEntry, SyncState
-from indexer.transitions import Message, RecordStore
+from indexer.store import Message, RecordStore
 from records.models import Deployment
 
 BATCH = 10_000

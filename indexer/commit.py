@@ -1,8 +1,9 @@
 """The commit stage, which both phases use (indexer.historical, indexer.realtime): a batch's
-events applied to the records (indexer.transitions), and everything it writes in one database
-transaction: the records, the applied-log ledger, the change log, the hashes of its blocks and the
-new progress, so a crash at any instant leaves either all of a batch or none of it, and a restart
-resumes right after the last committed block.
+events applied to the records (indexer.transitions, on an indexer.store.RecordStore), and
+everything it writes in one database transaction: the records (indexer.writes), the applied-log
+ledger, the change log, the hashes of its blocks and the new progress, so a crash at any instant
+leaves either all of a batch or none of it, and a restart resumes right after the last committed
+block.
 
 A bulk backfill prepares its batches in a process of its own (`prepare`, then `Prepared.shipped`)
 and writes them here (`commit_prepared`); every other batch is prepared and written at once
@@ -33,7 +34,9 @@ from indexer.metrics import CallMeter, IndexerMetrics
 from indexer.models import AppliedLog, ChangeLogEntry, IndexedBlock, SyncState
 from indexer.pipeline import RecordMemory
 from indexer.rpc import PHASES, RpcCounts
-from indexer.transitions import RecordStore, Writes, apply_event, chain_time
+from indexer.store import RecordStore
+from indexer.transitions import apply_event, chain_time, references
+from indexer.writes import Writes
 from records.changes import MessageType, notify_changes
 from records.models import Deployment
 
@@ -151,9 +154,8 @@ class Committer:
         """Applies a batch's events in memory and renders what it writes. It reads the database
         only for records that `memory` lacks, which no batch of this catch-up has written."""
         bulk = state.bulk_from_block is not None
-        store = RecordStore(deployment, memory.bounties, memory.submissions, memory.disputes,
-                            messages=None if bulk else [])
-        store.load(batch.events)
+        store = RecordStore(deployment, memory.records, messages=None if bulk else [])
+        store.load(references(batch.events))
         times = {number: chain_time(int(header["timestamp"], 16)) for number, header in batch.headers.items()}
         # A reorganisation never rolls back to below the oldest block hash kept after this batch
         # (see indexer.reorg), so the logs of the blocks up to there need no undo entries; unless

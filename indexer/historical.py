@@ -16,7 +16,6 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from indexer.backend import backend
 from indexer.commit import Committer, Prepared
 from indexer.config import IndexerConfig
 from indexer.errors import ChainChanged
@@ -25,6 +24,7 @@ from indexer.models import SyncState
 from indexer.pipeline import BatchWriter, ReadAhead, RecordMemory, collections_between_batches
 from indexer.proof import COUNTERS
 from indexer.startup import view_words
+from records.dialect import dialect
 from records.kinds import KINDS
 from records.models import Deployment
 
@@ -120,7 +120,7 @@ class Historical:
                            first, safe, self.config.read_ahead, self.stop, in_process=True,
                            on_start=self.own_connections) as prepared_batches, collections_between_batches():
                 try:
-                    if backend().writes_in_the_background:  # after the fork: no thread of ours in the reader
+                    if dialect().writes_in_the_background:  # after the fork: no thread of ours in the reader
                         writer = BatchWriter(commit)
                     for n, prepared in enumerate(prepared_batches, start=1):
                         batch = prepared.batch

@@ -20,10 +20,10 @@ from django.db.models import F, Q, Sum
 from eth_utils.crypto import keccak
 
 from indexer import indexes
-from indexer.backend import backend
 from indexer.errors import RpcError
 from indexer.models import IndexStateChoice, SyncState
 from indexer.rpc import RpcClient
+from records.dialect import dialect
 from records.kinds import KINDS
 from records.models import Deployment
 
@@ -112,7 +112,7 @@ class IndexBuilder:
     def start(self, deployment: Deployment) -> threading.Thread | None:
         """On PostgreSQL the build runs beside the indexing (readers are never blocked); SQLite
         builds here."""
-        if not backend().builds_beside_writes:
+        if not dialect().builds_beside_writes:
             self._build_and_report(deployment)
             return None
 

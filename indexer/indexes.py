@@ -36,8 +36,8 @@ from django.db.backends.base.schema import BaseDatabaseSchemaEditor
 from django.db.models import Sum
 from django.utils import timezone
 
-from indexer.backend import backend
 from indexer.models import IndexState, IndexStateChoice
+from records.dialect import dialect
 from records.kinds import KINDS
 from records.models import Deployment
 
@@ -82,10 +82,10 @@ def create_statements(indexes: list[SecondaryIndex], *, concurrently: bool) -> l
         return [index.create_sql(editor, concurrently=concurrently) for index in indexes]
 
 
-def secondary_indexes(vendor: str | None = None) -> list[SecondaryIndex]:
-    """The deferrable indexes on the default database's backend (or `vendor`'s)."""
+def secondary_indexes() -> list[SecondaryIndex]:
+    """The deferrable indexes on the default database."""
     indexes = [SecondaryIndex(model, index) for model in RECORD_MODELS for index in model._meta.indexes]
-    if backend(vendor=vendor).trigram_indexes:
+    if dialect().trigram_search:
         indexes += [SecondaryIndex(model, None) for model in RECORD_MODELS]
     return indexes
 
@@ -94,7 +94,7 @@ def existing_indexes() -> dict[str, bool]:
     """Index name -> valid, for every index on the record tables but the primary keys."""
     tables = [str(model._meta.db_table) for model in RECORD_MODELS]
     with connection.cursor() as cursor:
-        if connection.vendor == "postgresql":
+        if dialect(connection).index_validity:
             cursor.execute(
                 "SELECT c.relname, i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
                 "JOIN pg_class t ON t.oid = i.indrelid "
@@ -132,7 +132,7 @@ def _set_state(state: IndexStateChoice, deployment: Deployment | None) -> None:
 
 def _builds_in_progress() -> int:
     """Index builds running on the record tables now (PostgreSQL; SQLite's hold its write lock)."""
-    if not backend().builds_beside_writes:
+    if not dialect().builds_beside_writes:
         return 0
     with connection.cursor() as cursor:
         cursor.execute("SELECT count(*) FROM pg_stat_progress_create_index p JOIN pg_class t ON t.oid = p.relid "
@@ -299,7 +299,7 @@ def build(deployment: Deployment | None = None, *, report: Callable[[str], None]
     _wait_for_builds(stop or threading.Event())
     _drop_invalid()
     try:
-        if backend().builds_beside_writes:
+        if dialect().builds_beside_writes:
             jobs = _postgresql_jobs(missing, concurrently=concurrently)
             _build_on_postgresql(jobs, len(jobs) if concurrently else BUILD_CONNECTIONS, stop or threading.Event())
         else:

@@ -22,7 +22,7 @@ from typing import Any
 import psycopg
 from django.db import connections
 
-from indexer.backend import backend
+from records.dialect import dialect
 
 logger = logging.getLogger(__name__)
 
@@ -48,7 +48,7 @@ def deployment_lock(chain_id: int, contract_address: str, stop: threading.Event,
     indexer announces itself there). So a standby takes over within `poll` seconds of the
     writer's end, however it ended."""
     connection = connections["default"]
-    if backend(connection).advisory_locks:
+    if dialect(connection).advisory_locks:
         with _advisory_lock(connection.get_connection_params(), lock_key(chain_id, contract_address), stop, poll,
                             on_wait):
             yield

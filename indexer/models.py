@@ -28,8 +28,8 @@ from typing import Any
 from django.db import models
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from indexer.backend import backend
 from records.changes import MessageType
+from records.dialect import dialect
 from records.fields import Bytes32Field
 from records.models import Deployment
 
@@ -40,7 +40,7 @@ class JSONDocumentField(models.JSONField):
     ever read back whole. (Key order is kept as written, as a bonus.)"""
 
     def db_type(self, connection: BaseDatabaseWrapper) -> str | None:
-        if backend(connection).json_text_column:
+        if dialect(connection).json_text_column:
             return "json"
         return super().db_type(connection)
 

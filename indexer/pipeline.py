@@ -22,6 +22,8 @@ from typing import Any, Generic, Protocol, TypeVar
 from django.db import connection, connections
 
 from indexer.errors import IndexerError
+from indexer.store import record_tables
+from records.kinds import Kind
 
 STOP_PATIENCE = 0.5  # seconds a stopping indexer waits for its reader to end before killing it
 
@@ -109,17 +111,15 @@ class RecordMemory:
     a backfill changes records soon after creating them, and reading them back costs more than
     applying the events."""
 
-    bounties: dict[int, Any] = field(default_factory=dict)
-    submissions: dict[int, Any] = field(default_factory=dict)
-    disputes: dict[int, Any] = field(default_factory=dict)
+    # Each batch's RecordStore (indexer.store) works on these tables: by kind, then by on-chain ID.
+    records: dict[Kind, dict[int, Any]] = field(default_factory=record_tables)
 
     def size(self) -> int:
-        return len(self.bounties) + len(self.submissions) + len(self.disputes)
+        return sum(len(table) for table in self.records.values())
 
     def clear(self) -> None:
-        self.bounties.clear()
-        self.submissions.clear()
-        self.disputes.clear()
+        for table in self.records.values():
+            table.clear()
 
 
 class _Ranged(Protocol):

@@ -22,7 +22,8 @@ from indexer.errors import NodeBehind, ReorgTooDeep
 from indexer.metrics import IndexerMetrics
 from indexer.models import AppliedLog, ChangeLogEntry, IndexedBlock, SyncState
 from indexer.rpc import RpcClient
-from indexer.transitions import RecordStore, undo_entries
+from indexer.store import RecordStore
+from indexer.transitions import undo_entries
 from records.changes import notify_changes
 from records.models import Deployment
 

@@ -20,6 +20,8 @@ from django.core import checks, exceptions
 from django.db import models
 from django.db.backends.base.base import BaseDatabaseWrapper
 
+from records.dialect import dialect
+
 UINT256_MAX = 2**256 - 1
 UINT256_DIGITS = len(str(UINT256_MAX))  # 78
 
@@ -39,8 +41,8 @@ class _BytewiseCollationMixin:
 
     def db_parameters(self, connection: BaseDatabaseWrapper) -> dict[str, Any]:
         params: dict[str, Any] = super().db_parameters(connection)  # type: ignore[misc]
-        if connection.vendor == "postgresql":
-            params["collation"] = "C"
+        if (collation := dialect(connection).bytewise_collation) is not None:
+            params["collation"] = collation
         return params
 
 

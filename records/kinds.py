@@ -5,8 +5,9 @@ Everything per kind reads its descriptor here: the models' sort indexes (records
 lists' sort keys, totals and fast paths (records.selectors), the filters' parents and the sort
 parameter (records.api.filters), the search text (records.search), the chain-order flags
 (records.chronology), the body's counter (records.representation), the routes and the schema
-(records.api), and the indexer's transitions, deferred indexes and proof (indexer.transitions,
-indexer.indexes, indexer.index_build, indexer.proof). docs/development.md shows how to add a sort key or a counter.
+(records.api), and the indexer's store, transitions, deferred indexes and proof (indexer.store,
+indexer.transitions, indexer.indexes, indexer.index_build, indexer.proof). docs/development.md
+shows how to add a sort key or a counter.
 
 This module imports no model (records.models reads it to declare its indexes); `model` finds
 the kind's model in the app registry.
@@ -46,6 +47,8 @@ class RecordKind:
     parents: tuple[str, ...]  # filters by a parent's ID, meaningful within one deployment
     counter: str | None  # the counter of its children it carries in lists and overviews
     # Fields a transition may change on an existing record; a reorganisation restores exactly these.
+    # The indexer's render cache (indexer.store.RecordStore._render) re-renders a record's search
+    # text and body only for the status: tests/indexer/test_store.py fails for another one in either.
     mutable_fields: tuple[str, ...]
     created: MessageType  # the change type of a new record, and of its snapshot message
     updated: MessageType  # the change type of a record changed as a side effect, or restored

@@ -15,6 +15,7 @@ from django.db import connections
 from django.db.models import QuerySet, Value
 from django.db.models.functions import StrIndex
 
+from records.dialect import dialect
 from records.kinds import kind_of
 from records.models import Bounty, Dispute, Submission
 
@@ -33,11 +34,6 @@ def search_fields(record: Bounty | Submission | Dispute) -> list[str]:
     return [str(getattr(record, field)).lower() for field in kind_of(record).search_fields]
 
 
-def search_document(record: Bounty | Submission | Dispute) -> str:
-    """The lowercased, separator-joined fields `q` matches for this record."""
-    return join_fields(search_fields(record))
-
-
 def search_term(q: str) -> str | None:
     """What to look for in `search_text`, or None when `q` can match nothing (it holds the
     separator, or a NUL, which no stored text holds)."""
@@ -46,11 +42,9 @@ def search_term(q: str) -> str | None:
 
 
 def matching(records: QuerySet[Any], term: str) -> QuerySet[Any]:
-    """The records whose search text contains `term`.
-
-    PostgreSQL: LIKE, which the trigram GIN index serves. SQLite: instr(), because its LIKE
-    refuses patterns over 50,000 bytes and inline metadata makes long search terms legitimate."""
-    if connections[records.db].vendor == "sqlite":
-        found: QuerySet[Any] = records.annotate(_found_at=StrIndex("search_text", Value(term)))
-        return found.filter(_found_at__gt=0)
-    return records.filter(search_text__contains=term)
+    """The records whose search text contains `term`: a LIKE where a trigram index serves it,
+    instr() elsewhere (records.dialect, `trigram_search`)."""
+    if dialect(connections[records.db]).trigram_search:
+        return records.filter(search_text__contains=term)
+    found: QuerySet[Any] = records.annotate(_found_at=StrIndex("search_text", Value(term)))
+    return found.filter(_found_at__gt=0)

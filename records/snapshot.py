@@ -7,18 +7,22 @@ from contextlib import contextmanager
 
 from django.db import connection
 
+from records.dialect import dialect
+
 
 @contextmanager
 def read_snapshot() -> Iterator[None]:
     """Runs the reads inside in one read-only transaction that sees the database as of its first
-    read, without blocking the indexer: REPEATABLE READ, READ ONLY on PostgreSQL; on SQLite a
-    deferred BEGIN, one WAL snapshot (Django's own transactions there are BEGIN IMMEDIATE, which
-    takes the write lock). Inside a transaction already (a test's, say), the reads share that one."""
+    read, without blocking the indexer (records.dialect, `repeatable_read_snapshot`): REPEATABLE
+    READ, READ ONLY on PostgreSQL; on SQLite a deferred BEGIN, one WAL snapshot (Django's own
+    transactions there are BEGIN IMMEDIATE, which takes the write lock). Inside a transaction
+    already (a test's, say), the reads share that one."""
     if connection.in_atomic_block:
         yield
         return
     connection.ensure_connection()
-    if connection.vendor == "postgresql":
+    snapshot = dialect(connection)
+    if snapshot.repeatable_read_snapshot:
         connection.set_autocommit(False)
         with connection.cursor() as cursor:
             cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
@@ -28,7 +32,7 @@ def read_snapshot() -> Iterator[None]:
     try:
         yield
     finally:
-        if connection.vendor == "postgresql":
+        if snapshot.repeatable_read_snapshot:
             connection.rollback()
             connection.set_autocommit(True)
         else:

@@ -14,7 +14,7 @@ from django.db.models import F
 from indexer.models import SyncState
 from records.models import Bounty, Deployment, Dispute, Submission
 from records.representation import record_body
-from records.search import search_document
+from records.search import join_fields, search_fields
 
 _counter = itertools.count(1)
 ACTIVE_CONTRACT = "0xe7f1725e7734ce288f8367e1bb143e90bb3f0512"
@@ -45,7 +45,7 @@ _TOTALS = {Bounty: "bounty_total", Submission: "submission_total", Dispute: "dis
 
 def _save(record: Any) -> Any:
     created = record.pk is None
-    record.search_text = search_document(record)
+    record.search_text = join_fields(search_fields(record))  # as the indexer's store renders a new record
     record.save()  # first, so that the fields refuse malformed values before the body renders them
     record.refresh_from_db()  # the values as stored (hex lowercased, times in UTC), as the indexer has them
     deployment = record.deployment

@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 
-from indexer.transitions import RecordStore
+from indexer.store import RecordStore
 from records.models import Bounty, Deployment
 from tests.factories import T0, make_bounty, make_deployment
 

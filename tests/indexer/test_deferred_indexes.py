@@ -16,6 +16,7 @@ from contracts.demo import seed_demo_activity
 from indexer import historical, indexes
 from indexer.models import ChangeLogEntry, IndexState, IndexStateChoice, SyncState
 from indexer.sync import Indexer
+from records.dialect import dialect
 from records.models import Bounty, Deployment, Dispute, Submission
 from tests.chain import USDC, Chain
 from tests.factories import make_deployment
@@ -42,7 +43,7 @@ def secondary_indexes_in_the_database() -> set[str]:
 def index_identities() -> dict[str, Any]:
     """Each index on the record tables with what changes when it is dropped and created again."""
     with connection.cursor() as cursor:
-        if connection.vendor == "postgresql":
+        if dialect(connection).index_validity:  # the catalog is PostgreSQL's
             cursor.execute("SELECT c.relname, c.oid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
                            "JOIN pg_class t ON t.oid = i.indrelid WHERE t.relname = ANY(%s)", [RECORD_TABLES])
         else:
@@ -69,7 +70,7 @@ def test_the_deferred_list_is_exactly_the_secondary_indexes_the_migrations_make(
     listed = [index.name for index in indexes.secondary_indexes()]
     assert len(listed) == len(set(listed))
     assert set(listed) == secondary_indexes_in_the_database()
-    if connection.vendor == "postgresql":
+    if dialect(connection).trigram_search:
         assert {f"{table}_search_trgm" for table in RECORD_TABLES} <= set(listed)
 
 
@@ -110,7 +111,7 @@ def test_the_build_blocks_writes_only_when_no_other_deployment_writes(
     with override_settings(BOUNTY_DEFER_INDEXES="always"):
         indexer.prepare()
     catch_up(indexer)
-    if connection.vendor == "postgresql":  # the trigram indexes first, the most rows first
+    if dialect(connection).builds_beside_writes:  # the trigram indexes first, the most rows first
         plan = indexes._postgresql_jobs(indexes.missing_indexes(), concurrently=others_hold_records)
         by_rows = sorted((model.objects.count(), str(model._meta.db_table)) for model in (Bounty, Submission, Dispute))
         assert [job[0].split(" ON ")[1].split()[0] for job in plan[:3]] == [table for _, table in reversed(by_rows)]
@@ -249,7 +250,7 @@ def test_an_index_left_by_an_interrupted_build_is_built_again_at_the_next_start(
     indexer.prepare()
     catch_up(indexer)
     IndexState.objects.filter(pk=IndexState.SINGLETON).update(state=IndexStateChoice.BUILDING)
-    if connection.vendor == "postgresql":
+    if dialect(connection).index_validity:
         # What a concurrent build cut short leaves: the index in the catalog, INVALID. A unique
         # build over duplicate values fails the same way, for real. (SQLite's build is one
         # transaction: cut short, it leaves no index at all.)
