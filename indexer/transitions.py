@@ -1,5 +1,6 @@
 """Every state transition of the mirrored records, in one place: the `apply_*` function of each
-event, `apply_event`, which applies one, and `undo_entries`, which reverts them.
+event, registered for it with the records it refers to (`@transition`), `apply_event`, which
+applies one, and `undo_entries`, which reverts them.
 
 A batch of decoded events is applied to a `RecordStore` (indexer.store), which holds the records
 the batch touches (`references` names them, to load them up front). Each application changes
@@ -12,8 +13,9 @@ blocks too deep for one to reach). The records it creates are built by indexer.w
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar, get_args
 
 from indexer.errors import InconsistentChain
 from indexer.events import (
@@ -30,7 +32,7 @@ from indexer.events import (
 from indexer.store import Message, RecordStore, UndoEntry
 from indexer.writes import new_record
 from records.changes import MessageType
-from records.kinds import BY_NAME, Kind
+from records.kinds import BOUNTY, BY_NAME, DISPUTE, SUBMISSION, Kind, RecordKind
 from records.models import (
     Bounty,
     BountyStatus,
@@ -61,30 +63,35 @@ def chain_time(timestamp: int) -> datetime:
         return _LATEST_DATETIME
 
 
+@dataclass(frozen=True)
+class Transition:
+    """What one record event does: `apply` changes the store; `refers` names the kinds of the
+    existing records it reads or changes, each found by that kind's ID field on the event
+    (`SubmissionCreated.bounty_id`), so that the store loads them up front."""
+
+    apply: Callable[[RecordStore, Any, datetime], None]
+    refers: tuple[RecordKind, ...]
+
+
+TRANSITIONS: dict[type[Any], Transition] = {}  # by event class; every RecordEvent has one (checked below)
+_E = TypeVar("_E")
+
+
+def transition(event: type[_E], *, refers: tuple[RecordKind, ...] = ()) -> Callable[
+        [Callable[[RecordStore, _E, datetime], None]], Callable[[RecordStore, _E, datetime], None]]:
+    """Registers the decorated function as what `event` does (docs/development.md, Adding a
+    record event)."""
+    def register(apply: Callable[[RecordStore, _E, datetime], None]) -> Callable[[RecordStore, _E, datetime], None]:
+        TRANSITIONS[event] = Transition(apply, refers)
+        return apply
+    return register
+
+
 def references(events: Iterable[RecordEvent]) -> Iterator[tuple[Kind, int]]:
     """The existing records the events refer to, as (kind, ID): what `RecordStore.load` fetches."""
     for event in events:
-        yield from _references(event)
-
-
-def _references(event: RecordEvent) -> list[tuple[Kind, int]]:
-    match event:
-        case BountyCreated():
-            return []
-        case SubmissionCreated(bounty_id=bounty_id):
-            return [("bounty", bounty_id)]
-        case DisputeCreated(submission_id=submission_id):
-            return [("submission", submission_id)]
-        case DisputeResolved(dispute_id=dispute_id, submission_id=submission_id) | DisputeCancelled(
-            dispute_id=dispute_id, submission_id=submission_id
-        ):
-            return [("dispute", dispute_id), ("submission", submission_id)]
-        case BountyFinalized(bounty_id=bounty_id, submission_id=submission_id):
-            return [("bounty", bounty_id), ("submission", submission_id)]
-        case BountyRefunded(bounty_id=bounty_id):
-            return [("bounty", bounty_id)]
-        case SubmissionRefunded(submission_id=submission_id):
-            return [("submission", submission_id)]
+        for kind in TRANSITIONS[type(event)].refers:
+            yield kind.name, getattr(event, kind.id_field)
 
 
 def _source(event: RecordEvent, block_time: datetime) -> dict[str, Any]:
@@ -96,6 +103,7 @@ def _source(event: RecordEvent, block_time: datetime) -> dict[str, Any]:
     }
 
 
+@transition(BountyCreated)
 def apply_bounty_created(store: RecordStore, event: BountyCreated, block_time: datetime) -> None:
     bounty = new_record(
         Bounty,
@@ -119,6 +127,7 @@ def apply_bounty_created(store: RecordStore, event: BountyCreated, block_time: d
     store.log(MessageType.BOUNTY_CREATED, "bounty", event.bounty_id)
 
 
+@transition(SubmissionCreated, refers=(BOUNTY,))
 def apply_submission_created(store: RecordStore, event: SubmissionCreated, block_time: datetime) -> None:
     bounty: Bounty = store.change("bounty", event.bounty_id)
     submission = new_record(
@@ -142,6 +151,7 @@ def apply_submission_created(store: RecordStore, event: SubmissionCreated, block
     store.log(MessageType.SUBMISSION_CREATED, "submission", event.submission_id)
 
 
+@transition(DisputeCreated, refers=(SUBMISSION,))
 def apply_dispute_created(store: RecordStore, event: DisputeCreated, block_time: datetime) -> None:
     submission: Submission = store.change("submission", event.submission_id)
     dispute = new_record(
@@ -165,6 +175,7 @@ def apply_dispute_created(store: RecordStore, event: DisputeCreated, block_time:
     store.log(MessageType.SUBMISSION_UPDATED, "submission", event.submission_id)
 
 
+@transition(DisputeResolved, refers=(DISPUTE, SUBMISSION))
 def apply_dispute_resolved(store: RecordStore, event: DisputeResolved, block_time: datetime) -> None:
     submission_status = SUBMISSION_STATUS_BY_ENUM.get(event.submission_status)
     if submission_status is None:
@@ -175,11 +186,13 @@ def apply_dispute_resolved(store: RecordStore, event: DisputeResolved, block_tim
     store.log(MessageType.SUBMISSION_UPDATED, "submission", event.submission_id)
 
 
+@transition(DisputeCancelled, refers=(DISPUTE, SUBMISSION))
 def apply_dispute_cancelled(store: RecordStore, event: DisputeCancelled, block_time: datetime) -> None:
     store.change("dispute", event.dispute_id).status = DisputeStatus.CANCELLED
     store.log(MessageType.DISPUTE_CANCELLED, "dispute", event.dispute_id)
 
 
+@transition(BountyFinalized, refers=(BOUNTY, SUBMISSION))
 def apply_bounty_finalized(store: RecordStore, event: BountyFinalized, block_time: datetime) -> None:
     store.change("bounty", event.bounty_id).status = BountyStatus.RESOLVED
     store.change("submission", event.submission_id).status = SubmissionStatus.ACCEPTED
@@ -187,26 +200,20 @@ def apply_bounty_finalized(store: RecordStore, event: BountyFinalized, block_tim
     store.log(MessageType.SUBMISSION_UPDATED, "submission", event.submission_id)
 
 
+@transition(BountyRefunded, refers=(BOUNTY,))
 def apply_bounty_refunded(store: RecordStore, event: BountyRefunded, block_time: datetime) -> None:
     store.change("bounty", event.bounty_id).status = BountyStatus.REFUNDED
     store.log(MessageType.BOUNTY_REFUNDED, "bounty", event.bounty_id)
 
 
+@transition(SubmissionRefunded, refers=(SUBMISSION,))
 def apply_submission_refunded(store: RecordStore, event: SubmissionRefunded, block_time: datetime) -> None:
     store.change("submission", event.submission_id).status = SubmissionStatus.REFUNDED
     store.log(MessageType.SUBMISSION_REFUNDED, "submission", event.submission_id)
 
 
-_APPLY: dict[type[Any], Callable[[RecordStore, Any, datetime], None]] = {
-    BountyCreated: apply_bounty_created,
-    SubmissionCreated: apply_submission_created,
-    DisputeCreated: apply_dispute_created,
-    DisputeResolved: apply_dispute_resolved,
-    DisputeCancelled: apply_dispute_cancelled,
-    BountyFinalized: apply_bounty_finalized,
-    BountyRefunded: apply_bounty_refunded,
-    SubmissionRefunded: apply_submission_refunded,
-}
+missing = set(get_args(RecordEvent)) - set(TRANSITIONS)
+assert not missing, f"record events without a transition: {missing}"
 
 
 def apply_event(store: RecordStore, event: RecordEvent, block_time: datetime, *, undo: bool = True) -> list[UndoEntry]:
@@ -214,7 +221,7 @@ def apply_event(store: RecordStore, event: RecordEvent, block_time: datetime, *,
     which restore what it changed, newest last."""
     store.block_number = event.log.block_number
     store.undo = [] if undo else None
-    _APPLY[type(event)](store, event, block_time)
+    TRANSITIONS[type(event)].apply(store, event, block_time)
     return store.undo or []
 
 

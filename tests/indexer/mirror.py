@@ -17,6 +17,9 @@ from records.models import Bounty, Deployment, Dispute, Submission
 from records.representation import bounty_json, dispute_json, record_body, submission_json
 from records.search import join_fields, search_fields
 
+# The contract's enums and record events, written out from contracts/src/BountyBoard.sol on purpose,
+# not read from the indexer (records.models, indexer.events): this is the oracle the mirror is
+# checked against, so a status or an event the product drops or reorders fails here.
 BOUNTY_STATUS = ["open", "resolved", "refunded"]
 SUBMISSION_STATUS = ["submitted", "disputed", "accepted", "rejected", "refunded"]
 DISPUTE_STATUS = ["pending_human_review", "upheld", "rejected", "cancelled"]
