@@ -12,7 +12,7 @@ null header, a getLogs range silently cut at its head, "unknown block", "header 
 a node may omit, once, what it has (`blank_bloom_once`): a header whose logsBloom rules every log
 out, a block's logs or receipts without their logs; asked again, it answers truly.
 
-Used by bench/remote_sync.py and by the indexer's tests of a far node (tests/indexer/test_far_node.py,
+Used by bench/remote_sync.py and by the indexer's tests of a far node (tests/indexer/test_historical.py,
 tests/indexer/test_node_proxy.py). It counts what it saw: requests, calls by method, refusals,
 the most requests in flight at once, the most calls that arrived within any one second, the
 calls the lagging backend answered and the answers blanked.

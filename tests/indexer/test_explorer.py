@@ -21,7 +21,7 @@ from indexer.sync import Indexer
 from tests.chain import USDC, Chain
 from tests.explorer import ExplorerFaults, FakeBlockscout
 from tests.indexer.conftest import catch_up_to_head, config_for, mine
-from tests.indexer.test_far_node import assert_consistent
+from tests.indexer.test_historical import assert_consistent
 from tests.node_proxy import NodeLimits, NodeProxy
 
 pytestmark = pytest.mark.django_db(transaction=True)

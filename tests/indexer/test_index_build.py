@@ -1,5 +1,6 @@
-"""Bulk backfills: the secondary indexes are dropped for a backfill that adds more rows than the
-record tables hold and built once it has caught up; nothing else changes for the mirror."""
+"""The index builder (indexer.index_build, with indexer.indexes): the secondary indexes are dropped
+for a backfill that adds more rows than the record tables hold and built once it has caught up;
+nothing else changes for the mirror."""
 
 from __future__ import annotations
 

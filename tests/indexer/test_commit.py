@@ -1,6 +1,7 @@
-"""`manage.py run_indexer` killed with SIGKILL over and over, during backfill and while following a
-chain that keeps moving: each restart resumes after the last committed batch, and in the end the
-mirror equals the chain with every log applied exactly once (docs/operations.md, The indexer)."""
+"""The commit stage (indexer.commit: one transaction a batch), proven the hard way: `manage.py
+run_indexer` killed with SIGKILL over and over, during backfill and while following a chain that
+keeps moving: each restart resumes after the last committed batch, and in the end the mirror
+equals the chain with every log applied exactly once (docs/operations.md, The indexer)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""A scripted scenario through every contract call and status leaves the mirror equal to the chain."""
+"""The state transitions (indexer.transitions): a scripted scenario through every contract call and
+status leaves the mirror, its side effects and its change log equal to the chain."""
 
 from __future__ import annotations
 

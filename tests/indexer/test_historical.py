@@ -1,7 +1,8 @@
-"""The indexer through a node far away (tests/node_proxy.py: latency, a getLogs range cap, a budget
-of calls per second, a batch cap), catching up as production does: several ranges in flight,
-committed in block order, within the plan's budget, never giving up on a rate limit, and the
-mirror equal to the chain in the end, a reorganisation while ranges are in flight included."""
+"""The historical phase (indexer.historical, its ranges read by indexer.fetch) through a node far
+away (tests/node_proxy.py: latency, a getLogs range cap, a budget of calls per second, a batch
+cap), catching up as production does: several ranges in flight, committed in block order, within
+the plan's budget, never giving up on a rate limit, and the mirror equal to the chain in the
+end, a reorganisation while ranges are in flight included."""
 
 from __future__ import annotations
 
