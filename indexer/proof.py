@@ -123,9 +123,15 @@ def _hash(value: bytes) -> str:
     return "0x" + value.hex()
 
 
+@cache
+def _statuses(kind: Kind) -> list[str]:
+    """The kind's statuses in the order of the contract's enum (the model's choices keep it)."""
+    return [value for value, _ in BY_NAME[kind].model._meta.get_field("status").choices or []]
+
+
 def _status(kind: RecordKind, held: int) -> str:
-    values = kind.model._meta.get_field("status").choices or []
-    return values[held][0] if 0 <= held < len(values) else f"a status the mirror does not know ({held})"
+    values = _statuses(kind.name)
+    return values[held] if 0 <= held < len(values) else f"a status the mirror does not know ({held})"
 
 
 @dataclass(frozen=True)
@@ -215,17 +221,17 @@ def _dispute_pairs(dispute: Dispute, held: tuple[Any, ...], contract: Held) -> P
 
 PAIRS: dict[Kind, Callable[[Any, tuple[Any, ...], Held], Pairs]] = {
     BOUNTY.name: _bounty_pairs, SUBMISSION.name: _submission_pairs, DISPUTE.name: _dispute_pairs}
-assert set(PAIRS) == set(BY_NAME), "every record kind is compared with its getter (records.kinds)"
+if set(PAIRS) != set(BY_NAME):
+    raise ImportError(f"indexer.proof compares {sorted(PAIRS)} with their getters, not every kind of records.kinds")
 
 
 def differences(mirror: Mirror, state: dict[Kind, list[Any]]) -> tuple[list[Difference], Counter[str]]:
     """The mirror's records against the contract's."""
-    found: list[Difference] = []
+    found = [Difference(kind.name, None, "count", len(mirror.records[kind.name]), len(state[kind.name]))
+             for kind in KINDS if len(mirror.records[kind.name]) != len(state[kind.name])]  # the counts first
     contract = Held.of(state)
     for kind in KINDS:
         mirrored, held_records = mirror.records[kind.name], state[kind.name]
-        if len(mirrored) != len(held_records):
-            found.append(Difference(kind.name, None, "count", len(mirrored), len(held_records)))
         for number, held in enumerate(held_records, start=1):
             if (record := mirrored.get(number)) is None:
                 found.append(Difference(kind.name, number, "record", None, "held"))

@@ -82,6 +82,9 @@ def transition(event: type[_E], *, refers: tuple[RecordKind, ...] = ()) -> Calla
     """Registers the decorated function as what `event` does (docs/development.md, Adding a
     record event)."""
     def register(apply: Callable[[RecordStore, _E, datetime], None]) -> Callable[[RecordStore, _E, datetime], None]:
+        if event in TRANSITIONS:
+            raise ImportError(f"{event.__name__} has two transitions: {TRANSITIONS[event].apply.__name__} and "
+                              f"{apply.__name__}")
         TRANSITIONS[event] = Transition(apply, refers)
         return apply
     return register
@@ -212,8 +215,8 @@ def apply_submission_refunded(store: RecordStore, event: SubmissionRefunded, blo
     store.log(MessageType.SUBMISSION_REFUNDED, "submission", event.submission_id)
 
 
-missing = set(get_args(RecordEvent)) - set(TRANSITIONS)
-assert not missing, f"record events without a transition: {missing}"
+if missing := sorted(event.__name__ for event in set(get_args(RecordEvent)) - set(TRANSITIONS)):
+    raise ImportError(f"record events without a transition (@transition): {', '.join(missing)}")
 
 
 def apply_event(store: RecordStore, event: RecordEvent, block_time: datetime, *, undo: bool = True) -> list[UndoEntry]:

@@ -32,6 +32,9 @@ RENDERERS: dict[Kind, Callable[..., JsonRecord]] = {}
 
 def _renders(kind: RecordKind) -> Callable[[RendererT], RendererT]:
     def register(render: RendererT) -> RendererT:
+        if kind.name in RENDERERS:
+            raise ImportError(f"two renderers of the {kind.name}: {RENDERERS[kind.name].__name__} and "
+                              f"{render.__name__}")
         RENDERERS[kind.name] = render
         return render
     return register

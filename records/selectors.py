@@ -419,6 +419,9 @@ OVERVIEWS: dict[Kind, Callable[[Deployment, int], Overview[Any] | None]] = {}
 
 def _overview_of(kind: RecordKind) -> Callable[[OverviewT], OverviewT]:
     def register(overview: OverviewT) -> OverviewT:
+        if kind.name in OVERVIEWS:
+            raise ImportError(f"two overviews of the {kind.name}: {OVERVIEWS[kind.name].__name__} and "
+                              f"{overview.__name__}")
         OVERVIEWS[kind.name] = overview
         return overview
     return register

@@ -65,9 +65,10 @@ class SnapshotReader:
     def _kind(self, deployment: Deployment, kind: RecordKind) -> Iterator[bytes]:
         query = ListQuery(kind=kind, descending=False, deployments=DeploymentFilter(
             chain_id=deployment.chain_id, contract_address=deployment.contract_address))
+        type_ = snapshot_type(kind)
         for body in record_bodies(query, chunk_size=SNAPSHOT_CHUNK * 4):  # the records' stored JSON
             self._counts[kind.resource] += 1
-            yield encode(SnapshotMessage(type=snapshot_type(kind), payload=orjson.Fragment(body), snapshot=True,
+            yield encode(SnapshotMessage(type=type_, payload=orjson.Fragment(body), snapshot=True,
                                          seq=self.last_seq))
 
     def _complete(self) -> Iterator[bytes]:

@@ -45,7 +45,6 @@ def far_indexer(chain: Chain, limits: NodeLimits, **settings: Any) -> Iterator[t
 
 
 def assert_consistent(chain: Chain, indexer: Indexer) -> None:
-    assert indexer.deployment is not None
     assert_mirror_equals_chain(chain.board, indexer.deployment)
     assert_live_consumer_is_current(indexer.deployment)
     assert AppliedLog.objects.count() == record_log_count(chain.board), "every log applied once"

@@ -35,7 +35,6 @@ def _bounty(chain: Chain, uri: str = "ipfs://bounty", reward: int = 100 * USDC) 
 
 
 def assert_consistent(chain: Chain, indexer: Indexer) -> None:
-    assert indexer.deployment is not None
     assert_mirror_equals_chain(chain.board, indexer.deployment)
     assert_live_consumer_is_current(indexer.deployment)
 

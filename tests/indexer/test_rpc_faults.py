@@ -174,7 +174,6 @@ def test_the_mirror_equals_the_chain_through_every_kind_of_rpc_fault(
     _bounties(chain, 3)
     catch_up_to_head(indexer)
 
-    assert indexer.deployment is not None
     assert_mirror_equals_chain(chain.board, indexer.deployment)
     assert_live_consumer_is_current(indexer.deployment)
     assert set(FAULTS) <= set(proxy.injected), f"faults never injected: {set(FAULTS) - set(proxy.injected)}"

@@ -20,7 +20,6 @@ from tests.indexer.mirror import assert_live_consumer_is_current, assert_mirror_
 def test_backfill_of_every_call_and_status_mirrors_the_chain(chain: Chain, indexer: Indexer) -> None:
     seed_demo_activity(chain.w3, chain.deployment)
     catch_up_to_head(indexer)
-    assert indexer.deployment is not None
     assert_mirror_equals_chain(chain.board, indexer.deployment)
     assert set(Bounty.objects.values_list("status", flat=True)) == {"open", "resolved", "refunded"}
     state = SyncState.objects.get(deployment=indexer.deployment)
@@ -41,7 +40,6 @@ def test_following_block_by_block_gives_the_same_mirror_and_change_log(
     seed_demo_activity(chain.w3, chain.deployment)
     monkeypatch.undo()
     catch_up_to_head(indexer)
-    assert indexer.deployment is not None
     assert_mirror_equals_chain(chain.board, indexer.deployment)
     types = list(ChangeLogEntry.objects.order_by("seq").values_list("type", flat=True))
     assert types[:3] == ["bounty.created", "bounty.created", "submission.created"]
