@@ -15,10 +15,10 @@ the kind's model in the app registry.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from django.apps import apps
 
@@ -141,3 +141,21 @@ BY_RESOURCE: dict[Resource, RecordKind] = {kind.resource: kind for kind in KINDS
 def kind_of(record: Any) -> RecordKind:
     """The kind of a record (of a current or a migration's historical model)."""
     return BY_NAME[type(record)._meta.model_name]
+
+
+_Registered = TypeVar("_Registered")
+
+
+def registry(table: dict[Kind, Any], what: str) -> Callable[[RecordKind], Callable[[_Registered], _Registered]]:
+    """A decorator that registers what each kind has one of (its renderer, its overview, its
+    viewset) in `table`, by the kind's name, beside the definition; a second one for a kind fails
+    the import."""
+    def of(kind: RecordKind) -> Callable[[_Registered], _Registered]:
+        def register(item: _Registered) -> _Registered:
+            if kind.name in table:
+                raise ImportError(f"two {what}s of the {kind.name}: {getattr(table[kind.name], '__name__', '?')} "
+                                  f"and {getattr(item, '__name__', '?')}")
+            table[kind.name] = item
+            return item
+        return register
+    return of

@@ -15,29 +15,21 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import UTC, datetime
 from functools import lru_cache
-from typing import Any, TypeVar
+from typing import Any
 
 import orjson
 
 from bounty_client.validation import to_checksum_address
-from records.kinds import BOUNTY, DISPUTE, SUBMISSION, Kind, RecordKind, kind_of
+from records.kinds import BOUNTY, DISPUTE, SUBMISSION, Kind, kind_of, registry
 from records.models import Bounty, Dispute, Submission
 
 JsonRecord = dict[str, Any]
-RendererT = TypeVar("RendererT", bound=Callable[..., JsonRecord])
 
 # Each record kind's JSON, by the kind's name (records.kinds): `record_json` dispatches on it.
 RENDERERS: dict[Kind, Callable[..., JsonRecord]] = {}
 
 
-def _renders(kind: RecordKind) -> Callable[[RendererT], RendererT]:
-    def register(render: RendererT) -> RendererT:
-        if kind.name in RENDERERS:
-            raise ImportError(f"two renderers of the {kind.name}: {RENDERERS[kind.name].__name__} and "
-                              f"{render.__name__}")
-        RENDERERS[kind.name] = render
-        return render
-    return register
+_renders = registry(RENDERERS, "renderer")
 
 
 # Addresses repeat across records (posters, grouts, the contract): cache their checksums.

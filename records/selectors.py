@@ -22,7 +22,7 @@ from django.db.models.functions import Coalesce
 
 from indexer.models import ChangeLogEntry, SyncState
 from records.chronology import AnyOf, EpochMicroseconds
-from records.kinds import BOUNTY, DISPUTE, SUBMISSION, Kind, RecordKind
+from records.kinds import BOUNTY, DISPUTE, SUBMISSION, Kind, RecordKind, registry
 from records.merged_order import Key, page_elements
 from records.models import Bounty, Deployment, Dispute, DisputeReviewQueue, ModeratorNote, Submission
 from records.representation import JsonRecord
@@ -411,20 +411,11 @@ def record_get(kind: RecordKind, deployment: Deployment, record_id: int) -> Boun
     return kind.model.objects.filter(deployment=deployment, **{kind.id_field: record_id}).first()
 
 
-OverviewT = TypeVar("OverviewT", bound=Callable[[Deployment, int], Overview[Any] | None])
-
 # Each record kind's overview, by the kind's name (records.kinds): its relatives differ per kind.
 OVERVIEWS: dict[Kind, Callable[[Deployment, int], Overview[Any] | None]] = {}
 
 
-def _overview_of(kind: RecordKind) -> Callable[[OverviewT], OverviewT]:
-    def register(overview: OverviewT) -> OverviewT:
-        if kind.name in OVERVIEWS:
-            raise ImportError(f"two overviews of the {kind.name}: {OVERVIEWS[kind.name].__name__} and "
-                              f"{overview.__name__}")
-        OVERVIEWS[kind.name] = overview
-        return overview
-    return register
+_overview_of = registry(OVERVIEWS, "overview")
 
 
 def record_overview(kind: RecordKind, deployment: Deployment, record_id: int) -> Overview[Any] | None:

@@ -37,7 +37,7 @@ from records.api.filters import (
 )
 from records.api.pagination import RecordPagination
 from records.health import service_health
-from records.kinds import BOUNTY, DISPUTE, KINDS, SUBMISSION, Kind, RecordKind, kind_of
+from records.kinds import BOUNTY, DISPUTE, KINDS, SUBMISSION, Kind, RecordKind, kind_of, registry
 from records.models import Bounty, Deployment, Dispute, Submission
 from records.representation import with_counter
 from records.selectors import (
@@ -120,7 +120,7 @@ class RecordViewSet(GenericViewSet[Any]):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        _VIEWSETS[cls.kind.name] = cls
+        registry(_VIEWSETS, "viewset")(cls.kind)(cls)
 
     def get_queryset(self) -> Any:
         """Every record of the kind, in every deployment, by ID, newest first."""
