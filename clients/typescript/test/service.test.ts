@@ -4,6 +4,7 @@
 // dev account with `eth_sendTransaction`, as a browser wallet sends them.
 import assert from "node:assert/strict";
 import { type ChildProcess, spawn } from "node:child_process";
+import { once } from "node:events";
 import { mkdtempSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
@@ -102,9 +103,15 @@ before(async () => {
   }
 });
 
-after(() => {
-  if (dev.pid !== undefined && dev.exitCode === null) process.kill(-dev.pid, "SIGTERM");
-  rmSync(stateDir, { recursive: true, force: true });
+after(async () => {
+  // scripts/dev stops its children and waits for them, and anvil writes its state file as it
+  // stops: the state folder is removed once the script has exited (or been killed after 30 s).
+  if (dev.pid !== undefined && dev.exitCode === null && dev.signalCode === null) {
+    const exited = once(dev, "exit", { signal: AbortSignal.timeout(30_000) });
+    process.kill(-dev.pid, "SIGTERM");
+    await exited.catch(() => process.kill(-(dev.pid as number), "SIGKILL"));
+  }
+  rmSync(stateDir, { recursive: true, force: true, maxRetries: 5, retryDelay: 200 });
 });
 
 describe("the read client", () => {
