@@ -86,8 +86,19 @@ def wait_for_line(process: subprocess.Popen[str], needle: str, timeout: float = 
         lines.append(line.rstrip())
         if needle in line:
             return lines
-    process.kill()
+    kill(process)
     raise AssertionError(f"{needle!r} never printed; output:\n" + "\n".join(lines))
+
+
+def kill(process: subprocess.Popen[Any]) -> None:
+    """Kills `process` and waits for it: with its children when it leads a session of its own
+    (scripts/dev, whose anvil would otherwise stay on its port)."""
+    with contextlib.suppress(ProcessLookupError):
+        if os.getpgid(process.pid) == process.pid:
+            os.killpg(process.pid, signal.SIGKILL)
+        else:
+            process.kill()
+    process.wait()
 
 
 @dataclass(frozen=True)
@@ -120,12 +131,12 @@ def start_dev_service(state: Path) -> Iterator[DevService]:
             time.sleep(0.2)
         yield service
     finally:
-        os.killpg(process.pid, signal.SIGTERM)  # scripts/dev stops its children
+        with contextlib.suppress(ProcessLookupError):  # it may have stopped by itself (a port taken)
+            os.killpg(process.pid, signal.SIGTERM)  # scripts/dev stops its children
         try:
             process.wait(timeout=20)
         except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+            kill(process)
 
 
 @contextmanager

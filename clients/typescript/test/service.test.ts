@@ -109,7 +109,13 @@ after(async () => {
   if (dev.pid !== undefined && dev.exitCode === null && dev.signalCode === null) {
     const exited = once(dev, "exit", { signal: AbortSignal.timeout(30_000) });
     process.kill(-dev.pid, "SIGTERM");
-    await exited.catch(() => process.kill(-(dev.pid as number), "SIGKILL"));
+    await exited.catch(() => {
+      try {
+        process.kill(-(dev.pid as number), "SIGKILL");
+      } catch {
+        // it stopped just then
+      }
+    });
   }
   rmSync(stateDir, { recursive: true, force: true, maxRetries: 5, retryDelay: 200 });
 });
