@@ -1,7 +1,8 @@
 """A JSON-RPC client that tells transient failures from deterministic ones.
 
-Transient (retried with capped exponential backoff and jitter): timeouts, connection resets,
-HTTP 429 and 5xx, bodies that are not JSON (truncated), answers missing a call, and JSON-RPC
+Transient (retried with capped exponential backoff and jitter): timeouts (the client's own, and
+HTTP 504 and 524: a proxy in front that gave up waiting), connection resets, HTTP 429 and
+5xx, bodies that are not JSON (truncated), answers missing a call, and JSON-RPC
 errors that say "rate limit" or "try again". A rate limit is never fatal: it is retried for as
 long as the indexer runs, after the node's Retry-After, with fewer requests in flight
 (indexer.pacing). Deterministic (raised at once, `RpcError`): any other JSON-RPC error or HTTP
@@ -133,6 +134,9 @@ _BATCH_HINTS = re.compile(
 _BATCH_LIMIT = re.compile(r"(?:limit|maximum|max)(?: size)?(?: of| is|:)?\s*(\d+)", re.IGNORECASE)
 _NO_BATCHES = re.compile(r"not (?:supported|allowed|permitted)|disabled", re.IGNORECASE)
 _RATE_LIMITED = re.compile(r"rate limit|too many requests", re.IGNORECASE)
+# A proxy in front gave up waiting for the server: a gateway (504), Cloudflare (524). Counted as
+# timeouts, as the client's own are: a range an explorer times out on is split (indexer.explorer).
+_TIMEOUT_STATUSES = frozenset({504, 524})
 _TRANSIENT_HINTS = re.compile(r"rate limit|too many requests|try again|temporarily|timeout|timed out|busy|overload",
                               re.IGNORECASE)
 _NOT_SERVED = re.compile(r"method not found|does not exist|is not available|not supported|unsupported method",
@@ -428,7 +432,8 @@ class RpcClient:
             raise TransientRpcError(
                 f"HTTP {response.status_code}",
                 retry_after=float(retry_after) if retry_after and retry_after.isdigit() else None,
-                kind="rate_limited" if response.status_code == 429 else "server_error",
+                kind="rate_limited" if response.status_code == 429
+                else "timeout" if response.status_code in _TIMEOUT_STATUSES else "server_error",
             )
         if response.status_code != 200:
             # Providers send JSON-RPC errors with 4xx statuses too (Alchemy's range refusals

@@ -39,6 +39,7 @@ class ExplorerFaults:
     requests_per_second: int | None = None
     slow_over: int | None = None  # getLogs ranges wider than this many blocks answered after `slow_seconds`
     slow_seconds: float = 0.0
+    gateway_timeout_over: int | None = None  # getLogs ranges wider than this answered 504 by a proxy in front
 
 
 @dataclass
@@ -75,6 +76,10 @@ class FakeBlockscout(LoopbackServer):
         if self._breaks_at(body):
             self.stats.failed += 1
             return web.json_response({"message": "Internal server error"}, status=500)
+        if self._gateway_times_out(body):
+            self.stats.failed += 1
+            return web.Response(status=504, content_type="text/html",
+                                text="<html><head><title>504 Gateway Time-out</title></head></html>")
         if self._over_budget():
             self.stats.failed += 1
             return web.json_response({"message": "Too Many Requests"}, status=429)
@@ -90,6 +95,18 @@ class FakeBlockscout(LoopbackServer):
         query = (body.get("params") or [{}])[0]
         paging = query.get("paging_options") if isinstance(query, dict) else None
         return isinstance(paging, dict) and int(paging["blockNumber"], 16) >= block
+
+    def _gateway_times_out(self, body: Any) -> bool:
+        """Whether a proxy in front gives up on this request: a getLogs over more than
+        `gateway_timeout_over` blocks (numbered ones: the first log's query is let through)."""
+        wider = self.faults.gateway_timeout_over
+        if wider is None or not isinstance(body, dict) or body.get("method") != "eth_getLogs":
+            return False
+        query = (body.get("params") or [{}])[0]
+        try:
+            return int(query["toBlock"], 16) - int(query["fromBlock"], 16) + 1 > wider
+        except (KeyError, TypeError, ValueError):
+            return False
 
     def _over_budget(self) -> bool:
         budget = self.faults.requests_per_second

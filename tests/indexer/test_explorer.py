@@ -130,13 +130,14 @@ def test_a_log_the_explorer_hides_is_found_and_repaired_from_the_node(history: C
     pytest.param(ExplorerFaults(wrong_hash={-1}), id="names a block of another chain"),
     pytest.param(ExplorerFaults(requests_per_second=1), id="limits the rate"),
     pytest.param(ExplorerFaults(slow_over=400, slow_seconds=1.5), id="times out on wide ranges"),
+    pytest.param(ExplorerFaults(gateway_timeout_over=400), id="a proxy in front answers 504 on wide ranges"),
 ])
 def test_an_explorer_that_fails_costs_speed_only(history: Chain, faults: ExplorerFaults) -> None:
     chain = history
     if faults.wrong_hash:
         faults.wrong_hash = {int(_record_logs(chain)[5]["blockNumber"], 16)}
     set_aside = faults.fail_next >= 1_000 or bool(faults.wrong_hash)
-    kept = faults.lag or faults.fail_next or faults.page < 1_000
+    kept = faults.lag or faults.fail_next or faults.page < 1_000 or faults.gateway_timeout_over
     with guided(chain, faults, BOUNTY_RPC_TIMEOUT_SECONDS=1) as (indexer, _, _):
         catch_up_to_head(indexer)
         guide = indexer.reader.guide

@@ -454,9 +454,9 @@ def test_a_single_block_the_node_refuses_stops_the_fetcher() -> None:
 
 def test_every_call_and_every_failure_is_tallied_by_method_and_kind() -> None:
     script = Script(
-        Reply(status=429), Reply(status=503), Reply(delay=0.5, body=b"{}"),
-        Reply.json({"jsonrpc": "2.0", "id": 4, "error": {"code": -32000, "message": "rate limit exceeded"}}),
-        results,  # the fifth attempt succeeds
+        Reply(status=429), Reply(status=503), Reply(delay=0.5, body=b"{}"), Reply(status=504),  # a gateway's timeout
+        Reply.json({"jsonrpc": "2.0", "id": 5, "error": {"code": -32000, "message": "rate limit exceeded"}}),
+        results,  # the sixth attempt succeeds
         lambda request: answer_each(request, lambda call: {
             "error": {"code": -32005, "message": "query returned more than 10000 results"}}),
         lambda request: answer_each(request, lambda call: {"error": {"code": -32601, "message": "method not found"}}),
@@ -469,8 +469,8 @@ def test_every_call_and_every_failure_is_tallied_by_method_and_kind() -> None:
         with pytest.raises(RpcError, match="method not found"):
             rpc.batch([("eth_foo", []), ("eth_foo", [])])
     counts = rpc.tally.take()
-    assert counts.calls == {"eth_blockNumber": 5, "eth_getLogs": 1, "eth_foo": 2}
-    assert counts.errors == {"rate_limited": 2, "server_error": 1, "timeout": 1, "range_limit": 1, "other": 1}
+    assert counts.calls == {"eth_blockNumber": 6, "eth_getLogs": 1, "eth_foo": 2}
+    assert counts.errors == {"rate_limited": 2, "server_error": 1, "timeout": 2, "range_limit": 1, "other": 1}
     assert rpc.tally.take().calls == {}  # taken: the tally starts again
 
 
