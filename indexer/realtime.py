@@ -33,7 +33,7 @@ from typing import Any
 from eth_utils.crypto import keccak
 
 from indexer.commit import Committer
-from indexer.errors import ChainChanged, IndexerError, NodeBehind, RangeTooLarge, RpcError
+from indexer.errors import ChainChanged, IndexerError, NodeBehind, RangeTooLarge, RetriesExhausted, RpcError
 from indexer.events import RECORD_EVENT_TOPICS
 from indexer.fetch import Batch, BatchReader
 from indexer.pipeline import RecordMemory
@@ -135,7 +135,7 @@ class LiveReader:
         self.address = address
         self.bloom = BloomFilter(address)
         self.span = span  # the widest getLogs range the node allows, as known (None: not known)
-        self._refused: int | None = None  # the narrowest range it refused here
+        self._refused: int | None = None  # the narrowest range it refused, or timed out on, here
         self._receipts_served = True
 
     def headers(self, numbers: list[int]) -> list[Header | None]:
@@ -159,10 +159,12 @@ class LiveReader:
 
         Several such blocks within a range the node allows are asked in one getLogs over the range
         (one call, not one a block); a block the range's answer holds no log of, its bloom says it
-        may, is asked by its hash as a single one is (a backend that lacks it answered the range)."""
+        may, is asked by its hash as a single one is (a backend that lacks it answered the range).
+        A range the node refused, or timed out on while it answered the same blocks one by one, is
+        not asked as wide again."""
         wanted = [header for header in headers if self.bloom.may_hold(header.get("logsBloom"))]
         asked = {header["hash"] for header in wanted}
-        answers: dict[str, Any] = self._by_range(wanted)
+        answers, timed_out = self._by_range(wanted)
         wanted = [header for header in wanted if header["hash"] not in answers]
         if wanted:  # a refusal of one of them: asked one by one below, up to the first that fails
             with contextlib.suppress(NodeBehind, RpcError):
@@ -170,6 +172,10 @@ class LiveReader:
                                    self.rpc.batch([self._get_logs(header) for header in wanted],
                                                   behind_retries=BEHIND_RETRIES, failures=UNREACHABLE_AFTER),
                                    strict=True))
+                if timed_out is not None:  # the range's fault, not the node's: it answered the blocks one by one
+                    self._refuse(timed_out)
+                    logger.info("the node at %s timed out on getLogs over %d blocks and answered them one by one; "
+                                "a range as wide is not asked again", self.rpc.node, timed_out)
         read: list[list[Log]] = []
         for header in headers:
             try:
@@ -187,33 +193,40 @@ class LiveReader:
                 break
         return read
 
-    def _by_range(self, wanted: list[Header]) -> dict[str, list[Log]]:
+    def _by_range(self, wanted: list[Header]) -> tuple[dict[str, list[Log]], int | None]:
         """The logs of the blocks of `wanted` that one getLogs over their range holds, by block
         hash; the blocks it holds none of are left out, to be asked by hash. Nothing for fewer
-        than two blocks, a range wider than the node allows, or a refusal."""
+        than two blocks, a range wider than the node allows, or a refusal. And the range's size
+        when the node timed out on it (`logs` remembers it if the blocks then answer one by one)."""
         if len(wanted) < 2:
-            return {}
+            return {}, None
         first, last = int(wanted[0]["number"], 16), int(wanted[-1]["number"], 16)
         size = last - first + 1
         cap = self.span()
         if (cap is not None and size > cap) or (self._refused is not None and size >= self._refused):
-            return {}
+            return {}, None
         try:
             logs = self.rpc.call("eth_getLogs", [{"address": self.address, "fromBlock": hex(first),
                                                   "toBlock": hex(last), "topics": [RECORD_EVENT_TOPICS]}],
                                  behind_retries=0, failures=UNREACHABLE_AFTER)
         except RangeTooLarge:  # a cap the reader processes learnt, not this one: never asked as wide again
-            self._refused = size if self._refused is None else min(self._refused, size)
-            return {}
+            self._refuse(size)
+            return {}, None
+        except RetriesExhausted as exc:  # asked block by block instead
+            return {}, size if getattr(exc.__cause__, "kind", None) == "timeout" else None
         except (NodeBehind, RpcError):  # asked block by block instead
-            return {}
+            return {}, None
         if not isinstance(logs, list):
-            return {}
+            return {}, None
         by_hash: dict[str, list[Log]] = {}
         for log in logs:
             if isinstance(log, dict):
                 by_hash.setdefault(str(log.get("blockHash")), []).append(log)
-        return {header["hash"]: by_hash[header["hash"]] for header in wanted if header["hash"] in by_hash}
+        return {header["hash"]: by_hash[header["hash"]] for header in wanted if header["hash"] in by_hash}, None
+
+    def _refuse(self, size: int) -> None:
+        """A range of `size` blocks is not asked again, nor any wider."""
+        self._refused = size if self._refused is None else min(self._refused, size)
 
     def _call(self, method: str, params: list[Any]) -> Any:
         """One call about one block. A refusal other than a method not served (a query timeout,

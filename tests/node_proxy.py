@@ -100,6 +100,7 @@ class NodeLimits:
     no_block_timestamps: bool = False  # logs without `blockTimestamp`, as nodes before geth 1.16 send them
     state_kept: int | None = None  # blocks below the head whose state it keeps (a full node): eth_getCode older fails
     empty_logs_once: frozenset[int] = frozenset()  # blocks whose first getLogs by hash answers [] (bloom true)
+    slow_ranges: float = 0.0  # seconds before it answers a getLogs over two blocks or more (a node that times out)
 
 
 @dataclass
@@ -216,6 +217,8 @@ class NodeProxy(LoopbackServer):
             if cap is not None and end - start + 1 > cap:
                 self.stats.refused["range"] += 1
                 return {"error": self._range_refusal(start, end, cap)}
+            if self.limits.slow_ranges and end > start:
+                await asyncio.sleep(self.limits.slow_ranges)
             if behind:  # a backend answers for the blocks it has, and says nothing of the others
                 end = min(end, await self._lagging_head())
                 if start > end:

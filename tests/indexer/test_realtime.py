@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
+from indexer.errors import NodeBehind
 from indexer.realtime import BloomFilter, HeaderChain, LiveReader
-from indexer.rpc import RpcClient
+from indexer.rpc import UNREACHABLE_AFTER, Backoff, RpcClient
 from indexer.sync import Indexer
 from records.models import Bounty
 from tests.chain import USDC, Chain
@@ -74,6 +75,45 @@ def test_a_hand_over_of_several_record_blocks_reads_their_logs_in_one_range_call
     assert [len(logs) for logs in read] == [1, 1, 1]
     assert [int(logs[0]["blockNumber"], 16) for logs in read] == numbers
     assert len(asked) == 1 and "blockHash" not in asked[0]  # one range, not one call a block
+
+
+def test_a_range_the_node_times_out_on_is_not_asked_again_once_its_blocks_answer_one_by_one(
+        chain: Chain, caplog: pytest.LogCaptureFixture) -> None:
+    numbers = _created_in_a_row(chain, 3)
+    ranges: list[dict[str, Any]] = []
+    with NodeProxy(chain.deployment.rpc_url, NodeLimits(slow_ranges=1.0)) as node:
+        node.before_call = lambda call: ranges.append(call) \
+            if call["method"] == "eth_getLogs" and "blockHash" not in call["params"][0] else None
+        rpc = RpcClient(node.url, timeout=0.3, backoff=Backoff(base=0.01, cap=0.02))
+        live = LiveReader(rpc, chain.deployment.contract_address.lower(), span=lambda: 50)
+        headers = [header for header in live.headers(numbers) if header]
+        with caplog.at_level(logging.INFO, logger="indexer.realtime"):
+            first = live.logs(headers)
+        timed_out = len(ranges)
+        again = live.logs(headers)
+    assert [int(logs[0]["blockNumber"], 16) for logs in first] == numbers  # read one by one, nothing lost
+    assert again == first
+    assert timed_out == UNREACHABLE_AFTER and len(ranges) == timed_out  # the range not asked the second time
+    assert "timed out on getLogs over 3 blocks" in caplog.text
+
+
+def test_a_node_that_times_out_on_everything_does_not_teach_a_narrower_range(chain: Chain) -> None:
+    numbers = _created_in_a_row(chain, 3)
+    ranges: list[dict[str, Any]] = []
+    with NodeProxy(chain.deployment.rpc_url, NodeLimits()) as node:
+        node.before_call = lambda call: ranges.append(call) \
+            if call["method"] == "eth_getLogs" and "blockHash" not in call["params"][0] else None
+        rpc = RpcClient(node.url, timeout=0.3, backoff=Backoff(base=0.01, cap=0.02))
+        live = LiveReader(rpc, chain.deployment.contract_address.lower(), span=lambda: 50)
+        headers = [header for header in live.headers(numbers) if header]
+        node.limits.latency = 1.0  # every request: the node hangs
+        with pytest.raises(NodeBehind):  # asked again at the next poll
+            live.logs(headers)
+        node.limits.latency = 0.0
+        hung = len(ranges)
+        read = live.logs(headers)
+    assert [int(logs[0]["blockNumber"], 16) for logs in read] == numbers
+    assert len(ranges) == hung + 1  # the range asked again once the node answers
 
 
 @pytest.mark.parametrize("span", [1, 50])
