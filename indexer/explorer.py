@@ -19,8 +19,9 @@ which blocks hold the contract's record events, and asks the node only about tho
 
 An explorer that is down, limits the rate, times out on every split of a range, answers malformed
 or names a block the node contradicts costs speed only: it is set aside for the rest of the
-process with one warning, counted as an error of kind `explorer`
-(bounty_indexer_rpc_errors_total), and the blocks it has not guided are read by range.
+process with one warning, counted as an error of kind `explorer` (bounty_indexer_rpc_errors_total),
+and the blocks it has not guided are read by range. A bulk backfill's reader process that sets it
+aside tells the indexer's process with its batches (`Batch.explorer_set_aside`).
 """
 
 from __future__ import annotations
@@ -73,6 +74,12 @@ class ExplorerGuide:
             self.node.tally.error("explorer")
             logger.warning("the explorer at %s is set aside: %s; reading the blocks by range through the node",
                            self.explorer.node, because)
+
+    def set_aside_in_reader(self, because: str | None) -> None:
+        """What a reader process forked from this one found (Batch.explorer_set_aside): an
+        explorer it set aside, and said so and counted there, is not asked again from here."""
+        if because is not None and self.set_aside_because is None:
+            self.set_aside_because = because
 
     def read(self, start: int, end: int) -> Iterator[tuple[int, int, Logs]]:
         """Blocks `start` up to at most `end`, as consecutive spans (first, last, logs) whose

@@ -195,6 +195,7 @@ class Batch:
     rpc: RpcCounts = field(default_factory=RpcCounts)  # the calls made to read it, for the metrics
     by_range: bool = True  # read by range (below the realtime phase's blocks), not block by block
     guided: bool = False  # its empty blocks empty on an explorer's word (indexer.explorer), proven later
+    explorer_set_aside: str | None = None  # why the reader set the explorer aside, if it has (told to the writer)
 
     @property
     def final(self) -> bool:
@@ -382,7 +383,8 @@ class BatchReader:
             if parent_number is not None else None
         self._last_read = (last, headers[last]["hash"])
         return Batch(first, last, head, safe, events, {n: headers[n] for n in sorted(numbers)}, parent,
-                     self.rpc.tally.take())
+                     self.rpc.tally.take(),
+                     explorer_set_aside=self.guide.set_aside_because if self.guide is not None else None)
 
     def events_of(self, raw_logs: list[dict[str, Any]], first: int, last: int) -> list[RecordEvent]:
         """The record events of the contract's logs among `raw_logs`, of blocks first..last, in chain order."""

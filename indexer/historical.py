@@ -124,6 +124,8 @@ class Historical:
                         writer = BatchWriter(commit)
                     for n, prepared in enumerate(prepared_batches, start=1):
                         batch = prepared.batch
+                        if self.reader.guide is not None:
+                            self.reader.guide.set_aside_in_reader(batch.explorer_set_aside)
                         if batch.parent_hash != parent:
                             raise ChainChanged(f"block {batch.start - 1} changed while blocks after it were read")
                         if writer is None:

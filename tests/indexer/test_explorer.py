@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import pytest
+from django.test import override_settings
 
 from contracts.demo import seed_demo_activity
 from indexer import reread
@@ -21,6 +22,7 @@ from indexer.sync import Indexer
 from tests.chain import USDC, Chain
 from tests.explorer import ExplorerFaults, FakeBlockscout
 from tests.indexer.conftest import catch_up_to_head, config_for, mine
+from tests.indexer.mirror import assert_mirror_equals_chain
 from tests.indexer.test_historical import assert_consistent
 from tests.node_proxy import NodeLimits, NodeProxy
 
@@ -151,13 +153,22 @@ def test_an_explorer_that_fails_costs_speed_only(history: Chain, faults: Explore
     assert SyncState.objects.get(deployment=indexer.deployment).guided_from_block is None
 
 
-def test_an_explorer_that_is_down_costs_speed_only(history: Chain) -> None:
+@pytest.mark.parametrize("bulk", [False, True], ids=["in this process", "in a bulk backfill's reader process"])
+def test_an_explorer_that_is_down_costs_speed_only(history: Chain, bulk: bool) -> None:
     chain = history
     with guided(chain) as (indexer, _, explorer):
         explorer.go_down()
+        if bulk:
+            with override_settings(BOUNTY_DEFER_INDEXES="always"):
+                indexer.prepare()
+            assert SyncState.objects.get(deployment=indexer.deployment).bulk_from_block is not None
         catch_up_to_head(indexer)
+        # Set aside where it was found, and so in this process too: not asked again.
         assert indexer.reader.guide is not None and not indexer.reader.guide.in_use
-    assert_consistent(chain, indexer)
+    if bulk:  # a bulk backfill logs one resync, not a change-log entry a change
+        assert_mirror_equals_chain(chain.board, indexer.deployment)
+    else:
+        assert_consistent(chain, indexer)
 
 
 def test_the_explorer_is_asked_only_where_it_pays(history: Chain) -> None:
