@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -49,6 +50,9 @@ Log = dict[str, Any]
 # A node that does not answer at all gives up after UNREACHABLE_AFTER failures, as the head's poll
 # does: the indexer's own wait for it says so in /health within seconds.
 BEHIND_RETRIES = 2
+# A range the node timed out on (while it answered the same blocks one by one) is not asked as wide
+# for this long: a node overloaded for a while may answer it again later, unlike a refusal.
+TIMED_OUT_FOR = 600.0
 
 
 # ------------------------------------------------------------------------------------ the bloom
@@ -135,7 +139,8 @@ class LiveReader:
         self.address = address
         self.bloom = BloomFilter(address)
         self.span = span  # the widest getLogs range the node allows, as known (None: not known)
-        self._refused: int | None = None  # the narrowest range it refused, or timed out on, here
+        self._refused: int | None = None  # the narrowest range it refused here
+        self._timed_out: tuple[int, float] | None = None  # the narrowest range it timed out on, and when (monotonic)
         self._receipts_served = True
 
     def headers(self, numbers: list[int]) -> list[Header | None]:
@@ -160,8 +165,8 @@ class LiveReader:
         Several such blocks within a range the node allows are asked in one getLogs over the range
         (one call, not one a block); a block the range's answer holds no log of, its bloom says it
         may, is asked by its hash as a single one is (a backend that lacks it answered the range).
-        A range the node refused, or timed out on while it answered the same blocks one by one, is
-        not asked as wide again."""
+        A range the node refused is not asked as wide again; one it timed out on, while it answered
+        the same blocks one by one, not for TIMED_OUT_FOR seconds."""
         wanted = [header for header in headers if self.bloom.may_hold(header.get("logsBloom"))]
         asked = {header["hash"] for header in wanted}
         answers, timed_out = self._by_range(wanted)
@@ -173,9 +178,9 @@ class LiveReader:
                                                   behind_retries=BEHIND_RETRIES, failures=UNREACHABLE_AFTER),
                                    strict=True))
                 if timed_out is not None:  # the range's fault, not the node's: it answered the blocks one by one
-                    self._refuse(timed_out)
+                    self._timed_out = (timed_out, time.monotonic())
                     logger.info("the node at %s timed out on getLogs over %d blocks and answered them one by one; "
-                                "a range as wide is not asked again", self.rpc.node, timed_out)
+                                "a range as wide is not asked for %.0f s", self.rpc.node, timed_out, TIMED_OUT_FOR)
         read: list[list[Log]] = []
         for header in headers:
             try:
@@ -203,14 +208,16 @@ class LiveReader:
         first, last = int(wanted[0]["number"], 16), int(wanted[-1]["number"], 16)
         size = last - first + 1
         cap = self.span()
-        if (cap is not None and size > cap) or (self._refused is not None and size >= self._refused):
+        if (cap is not None and size > cap) or (self._refused is not None and size >= self._refused) or (
+                self._timed_out is not None and size >= self._timed_out[0]
+                and time.monotonic() - self._timed_out[1] < TIMED_OUT_FOR):
             return {}, None
         try:
             logs = self.rpc.call("eth_getLogs", [{"address": self.address, "fromBlock": hex(first),
                                                   "toBlock": hex(last), "topics": [RECORD_EVENT_TOPICS]}],
                                  behind_retries=0, failures=UNREACHABLE_AFTER)
         except RangeTooLarge:  # a cap the reader processes learnt, not this one: never asked as wide again
-            self._refuse(size)
+            self._refused = size if self._refused is None else min(self._refused, size)
             return {}, None
         except RetriesExhausted as exc:  # asked block by block instead
             return {}, size if getattr(exc.__cause__, "kind", None) == "timeout" else None
@@ -223,10 +230,6 @@ class LiveReader:
             if isinstance(log, dict):
                 by_hash.setdefault(str(log.get("blockHash")), []).append(log)
         return {header["hash"]: by_hash[header["hash"]] for header in wanted if header["hash"] in by_hash}, None
-
-    def _refuse(self, size: int) -> None:
-        """A range of `size` blocks is not asked again, nor any wider."""
-        self._refused = size if self._refused is None else min(self._refused, size)
 
     def _call(self, method: str, params: list[Any]) -> Any:
         """One call about one block. A refusal other than a method not served (a query timeout,

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from indexer import realtime
 from indexer.errors import NodeBehind
 from indexer.realtime import BloomFilter, HeaderChain, LiveReader
 from indexer.rpc import UNREACHABLE_AFTER, Backoff, RpcClient
@@ -77,8 +78,8 @@ def test_a_hand_over_of_several_record_blocks_reads_their_logs_in_one_range_call
     assert len(asked) == 1 and "blockHash" not in asked[0]  # one range, not one call a block
 
 
-def test_a_range_the_node_times_out_on_is_not_asked_again_once_its_blocks_answer_one_by_one(
-        chain: Chain, caplog: pytest.LogCaptureFixture) -> None:
+def test_a_range_the_node_times_out_on_is_not_asked_for_a_while_once_its_blocks_answer_one_by_one(
+        chain: Chain, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
     numbers = _created_in_a_row(chain, 3)
     ranges: list[dict[str, Any]] = []
     with NodeProxy(chain.deployment.rpc_url, NodeLimits(slow_ranges=1.0)) as node:
@@ -91,9 +92,13 @@ def test_a_range_the_node_times_out_on_is_not_asked_again_once_its_blocks_answer
             first = live.logs(headers)
         timed_out = len(ranges)
         again = live.logs(headers)
+        not_asked = len(ranges)
+        monkeypatch.setattr(realtime, "TIMED_OUT_FOR", 0.0)  # as when TIMED_OUT_FOR has passed
+        assert live.logs(headers) == first
     assert [int(logs[0]["blockNumber"], 16) for logs in first] == numbers  # read one by one, nothing lost
     assert again == first
-    assert timed_out == UNREACHABLE_AFTER and len(ranges) == timed_out  # the range not asked the second time
+    assert timed_out == UNREACHABLE_AFTER and not_asked == timed_out  # the range not asked the second time
+    assert len(ranges) == 2 * UNREACHABLE_AFTER  # asked again once the while has passed
     assert "timed out on getLogs over 3 blocks" in caplog.text
 
 

@@ -105,17 +105,20 @@ before(async () => {
 
 after(async () => {
   // scripts/dev stops its children and waits for them, and anvil writes its state file as it
-  // stops: the state folder is removed once the script has exited (or been killed after 30 s).
+  // stops: the state folder is removed once the script has exited (killed after 30 s).
   if (dev.pid !== undefined && dev.exitCode === null && dev.signalCode === null) {
-    const exited = once(dev, "exit", { signal: AbortSignal.timeout(30_000) });
-    process.kill(-dev.pid, "SIGTERM");
-    await exited.catch(() => {
+    const group = -dev.pid;
+    const exited = once(dev, "exit");
+    process.kill(group, "SIGTERM");
+    const hung = setTimeout(() => {
       try {
-        process.kill(-(dev.pid as number), "SIGKILL");
+        process.kill(group, "SIGKILL");
       } catch {
         // it stopped just then
       }
-    });
+    }, 30_000);
+    await exited;
+    clearTimeout(hung);
   }
   rmSync(stateDir, { recursive: true, force: true, maxRetries: 5, retryDelay: 200 });
 });
