@@ -101,6 +101,7 @@ class NodeLimits:
     state_kept: int | None = None  # blocks below the head whose state it keeps (a full node): eth_getCode older fails
     empty_logs_once: frozenset[int] = frozenset()  # blocks whose first getLogs by hash answers [] (bloom true)
     slow_ranges: float = 0.0  # seconds before it answers a getLogs over two blocks or more (a node that times out)
+    ranges_status: int | None = None  # the HTTP status a request of a getLogs over two blocks or more is answered
 
 
 @dataclass
@@ -165,6 +166,8 @@ class NodeProxy(LoopbackServer):
                 self.stats.longest_gap = max(self.stats.longest_gap, arrived - self.stats.last_arrival)
             self.stats.last_arrival = arrived
             self.stats.calls.update(str(call.get("method")) for call in calls)
+            if self.limits.ranges_status is not None and any(self._over_blocks(call) for call in calls):
+                return web.Response(status=self.limits.ranges_status, text="Service Unavailable")
             refusal = self._over_budget(len(calls))
             await asyncio.sleep(self.limits.latency)
             if refusal is not None:
@@ -179,6 +182,15 @@ class NodeProxy(LoopbackServer):
             return web.json_response(answers if isinstance(body, list) else answers[0])
         finally:
             self._in_flight -= 1
+
+    @staticmethod
+    def _over_blocks(call: dict[str, Any]) -> bool:
+        """Whether `call` is a getLogs over two numbered blocks or more."""
+        query = (call.get("params") or [{}])[0] if call.get("method") == "eth_getLogs" else None
+        try:
+            return isinstance(query, dict) and int(query["toBlock"], 16) > int(query["fromBlock"], 16)
+        except (KeyError, TypeError, ValueError):
+            return False
 
     def _over_budget(self, calls: int) -> str | None:
         now = time.monotonic()

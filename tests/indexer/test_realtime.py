@@ -102,6 +102,21 @@ def test_a_range_the_node_times_out_on_is_not_asked_for_a_while_once_its_blocks_
     assert "timed out on getLogs over 3 blocks" in caplog.text
 
 
+def test_a_range_the_node_fails_on_otherwise_than_by_timing_out_is_asked_again_at_the_next_poll(
+        chain: Chain) -> None:
+    numbers = _created_in_a_row(chain, 3)
+    with NodeProxy(chain.deployment.rpc_url, NodeLimits(ranges_status=503)) as node:
+        rpc = RpcClient(node.url, timeout=0.3, backoff=Backoff(base=0.01, cap=0.02))
+        live = LiveReader(rpc, chain.deployment.contract_address.lower(), span=lambda: 50)
+        headers = [header for header in live.headers(numbers) if header]
+        first = live.logs(headers)
+        failed = node.stats.calls["eth_getLogs"]
+        assert live.logs(headers) == first
+        again = node.stats.calls["eth_getLogs"] - failed
+    assert [int(logs[0]["blockNumber"], 16) for logs in first] == numbers  # read one by one, nothing lost
+    assert failed == UNREACHABLE_AFTER + 3 and again == UNREACHABLE_AFTER + 3  # the range tried each time, then by hash
+
+
 def test_a_node_that_times_out_on_everything_does_not_teach_a_narrower_range(chain: Chain) -> None:
     numbers = _created_in_a_row(chain, 3)
     ranges: list[dict[str, Any]] = []
