@@ -207,10 +207,7 @@ class LiveReader:
             return {}, None
         first, last = int(wanted[0]["number"], 16), int(wanted[-1]["number"], 16)
         size = last - first + 1
-        cap = self.span()
-        if (cap is not None and size > cap) or (self._refused is not None and size >= self._refused) or (
-                self._timed_out is not None and size >= self._timed_out[0]
-                and time.monotonic() - self._timed_out[1] < TIMED_OUT_FOR):
+        if not self._may_ask(size):
             return {}, None
         try:
             logs = self.rpc.call("eth_getLogs", [{"address": self.address, "fromBlock": hex(first),
@@ -230,6 +227,14 @@ class LiveReader:
             if isinstance(log, dict):
                 by_hash.setdefault(str(log.get("blockHash")), []).append(log)
         return {header["hash"]: by_hash[header["hash"]] for header in wanted if header["hash"] in by_hash}, None
+
+    def _may_ask(self, size: int) -> bool:
+        """Whether a range of `size` blocks may be asked: within the node's cap, narrower than any
+        it refused, and than one it timed out on less than TIMED_OUT_FOR seconds ago."""
+        cap = self.span()
+        timed_out = self._timed_out
+        return (cap is None or size <= cap) and (self._refused is None or size < self._refused) and (
+            timed_out is None or size < timed_out[0] or time.monotonic() - timed_out[1] >= TIMED_OUT_FOR)
 
     def _call(self, method: str, params: list[Any]) -> Any:
         """One call about one block. A refusal other than a method not served (a query timeout,

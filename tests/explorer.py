@@ -25,7 +25,7 @@ from typing import Any
 
 from aiohttp import web
 
-from tests.loopback import LoopbackServer
+from tests.loopback import LoopbackServer, numbered_span
 
 
 @dataclass
@@ -99,14 +99,8 @@ class FakeBlockscout(LoopbackServer):
     def _gateway_times_out(self, body: Any) -> bool:
         """Whether a proxy in front gives up on this request: a getLogs over more than
         `gateway_timeout_over` blocks (numbered ones: the first log's query is let through)."""
-        wider = self.faults.gateway_timeout_over
-        if wider is None or not isinstance(body, dict) or body.get("method") != "eth_getLogs":
-            return False
-        query = (body.get("params") or [{}])[0]
-        try:
-            return int(query["toBlock"], 16) - int(query["fromBlock"], 16) + 1 > wider
-        except (KeyError, TypeError, ValueError):
-            return False
+        wider, span = self.faults.gateway_timeout_over, numbered_span(body)
+        return wider is not None and span is not None and span > wider
 
     def _over_budget(self) -> bool:
         budget = self.faults.requests_per_second

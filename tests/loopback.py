@@ -7,11 +7,23 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from typing import Self
+from typing import Any, Self
 
 from aiohttp import ClientSession, web
 
 from contracts.devchain import free_port
+
+
+def numbered_span(call: Any) -> int | None:
+    """The blocks an eth_getLogs call asks for, when its range is given by block numbers (None for
+    any other call, a block hash, or a tag such as "latest")."""
+    if not isinstance(call, dict) or call.get("method") != "eth_getLogs":
+        return None
+    query = (call.get("params") or [{}])[0]
+    try:
+        return int(query["toBlock"], 16) - int(query["fromBlock"], 16) + 1
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 class LoopbackServer:

@@ -33,7 +33,7 @@ from typing import Any
 from aiohttp import web
 from eth_utils.crypto import keccak
 
-from tests.loopback import LoopbackServer
+from tests.loopback import LoopbackServer, numbered_span
 
 EMPTY_BLOOM = "0x" + "00" * 256  # a logsBloom that rules every log out
 
@@ -166,8 +166,8 @@ class NodeProxy(LoopbackServer):
                 self.stats.longest_gap = max(self.stats.longest_gap, arrived - self.stats.last_arrival)
             self.stats.last_arrival = arrived
             self.stats.calls.update(str(call.get("method")) for call in calls)
-            if self.limits.ranges_status is not None and any(self._over_blocks(call) for call in calls):
-                return web.Response(status=self.limits.ranges_status, text="Service Unavailable")
+            if self.limits.ranges_status is not None and any((numbered_span(call) or 0) > 1 for call in calls):
+                return web.Response(status=self.limits.ranges_status, text=f"HTTP {self.limits.ranges_status}")
             refusal = self._over_budget(len(calls))
             await asyncio.sleep(self.limits.latency)
             if refusal is not None:
@@ -182,15 +182,6 @@ class NodeProxy(LoopbackServer):
             return web.json_response(answers if isinstance(body, list) else answers[0])
         finally:
             self._in_flight -= 1
-
-    @staticmethod
-    def _over_blocks(call: dict[str, Any]) -> bool:
-        """Whether `call` is a getLogs over two numbered blocks or more."""
-        query = (call.get("params") or [{}])[0] if call.get("method") == "eth_getLogs" else None
-        try:
-            return isinstance(query, dict) and int(query["toBlock"], 16) > int(query["fromBlock"], 16)
-        except (KeyError, TypeError, ValueError):
-            return False
 
     def _over_budget(self, calls: int) -> str | None:
         now = time.monotonic()
