@@ -282,6 +282,15 @@ STATIC_ROOT = env_str("DJANGO_STATIC_ROOT", str(VAR_DIR / "static"))
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
 SESSION_COOKIE_HTTPONLY = True
+# Sessions are the admin's only: a moderator's lasts a working day from sign-in, not Django's two weeks.
+SESSION_COOKIE_AGE = env_int("BOUNTY_ADMIN_SESSION_HOURS", 8, minimum=1, maximum=24) * 3600
+# Django checks none by default: a moderator could set the password "1".
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator", "OPTIONS": {"min_length": 12}},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
 if not DEBUG:
     # TLS terminates at the reverse proxy (deploy/), which sets X-Forwarded-Proto.
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")

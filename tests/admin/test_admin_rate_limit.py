@@ -5,13 +5,8 @@ every process through Redis)."""
 
 from __future__ import annotations
 
-import http.client
 import os
-import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from http.cookies import SimpleCookie
-from urllib.parse import urlencode
 
 import pytest
 from django.contrib.auth.hashers import PBKDF2PasswordHasher
@@ -20,6 +15,7 @@ from django.urls import reverse
 
 from records.models import Dispute
 from tests.admin.conftest import PASSWORD
+from tests.admin.visitor import INDEX, LOGIN, Reply, Visitor
 from tests.servers import Server, database_url, start_daphne, stop
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -29,56 +25,6 @@ LOGIN_LIMIT = 2
 # Far longer than a test run: windows start at multiples of their length in Unix time, so every
 # request of a run falls in the same one (the first) and no run crosses a window's end.
 WINDOW = 2**40
-INDEX = "/admin/"
-LOGIN = "/admin/login/"
-
-
-@dataclass
-class Reply:
-    status: int
-    headers: dict[str, str]  # names in lower case
-    body: str
-
-
-@dataclass
-class Visitor:
-    """A browser at one client address (sent as X-Forwarded-For through the trusted proxy that
-    127.0.0.1 is to the servers), keeping its cookies."""
-
-    server: Server
-    address: str
-    cookies: dict[str, str] = field(default_factory=dict)
-
-    def send(self, method: str, path: str, form: dict[str, str] | None = None) -> Reply:
-        headers = {"Accept": "text/html", "X-Forwarded-For": self.address}
-        if self.cookies:
-            headers["Cookie"] = "; ".join(f"{name}={value}" for name, value in self.cookies.items())
-        body = urlencode(form).encode() if form is not None else None
-        if body is not None:
-            headers["Content-Type"] = "application/x-www-form-urlencoded"
-        connection = http.client.HTTPConnection("127.0.0.1", self.server.port, timeout=30)
-        try:
-            connection.request(method, path, body=body, headers=headers)
-            response = connection.getresponse()
-            text = response.read().decode()
-            for line in response.headers.get_all("Set-Cookie") or []:
-                for name, morsel in SimpleCookie(line).items():
-                    self.cookies[name] = morsel.value
-            return Reply(response.status, {k.lower(): v for k, v in response.getheaders()}, text)
-        finally:
-            connection.close()
-
-    def get(self, path: str) -> Reply:
-        return self.send("GET", path)
-
-    def log_in(self, password: str) -> Reply:
-        """The login form, filled in and sent, as a person does."""
-        page = self.get(f"{LOGIN}?next={INDEX}")
-        assert page.status == 200, page.body[:300]
-        token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.body)
-        assert token is not None, page.body[:300]
-        return self.send("POST", f"{LOGIN}?next={INDEX}", {"csrfmiddlewaretoken": token.group(1), "username": "mod",
-                                                          "password": password, "next": INDEX})
 
 
 def server_env(**extra: str) -> dict[str, str]:
