@@ -31,7 +31,7 @@ def project(tmp_path: Path) -> Path:
     root = tmp_path / "project"
     (root / "scripts").mkdir(parents=True)
     shutil.copy2(PROJECT_DIR / "scripts" / "setup", root / "scripts" / "setup")
-    (root / "requirements.lock").write_text("locked\n")
+    (root / "requirements-dev.lock").write_text("locked\n")
     (root / "package-lock.json").write_text("{}\n")
     (root / ".venv" / "bin").mkdir(parents=True)
     (root / ".venv" / "bin" / "python").symlink_to(sys.executable)
@@ -39,7 +39,7 @@ def project(tmp_path: Path) -> Path:
     _stub(root / "node_modules" / ".bin" / "anvil", "exit 0")
     (root / "clients" / "typescript" / "node_modules").mkdir(parents=True)
     (root / "clients" / "typescript" / "package-lock.json").write_text("{}\n")
-    for lock, stamp in (("requirements.lock", ".venv/.lock-stamp"), ("package-lock.json", "node_modules/.lock-stamp"),
+    for lock, stamp in (("requirements-dev.lock", ".venv/.lock-stamp"), ("package-lock.json", "node_modules/.lock-stamp"),
                         ("clients/typescript/package-lock.json", "clients/typescript/node_modules/.lock-stamp")):
         subprocess.run(["bash", "-c", f"sha256sum {lock} | sha256sum | cut -c1-16 > {stamp}"], cwd=root, check=True)
     bin_dir = tmp_path / "bin"
