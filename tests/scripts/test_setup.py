@@ -39,7 +39,8 @@ def project(tmp_path: Path) -> Path:
     _stub(root / "node_modules" / ".bin" / "anvil", "exit 0")
     (root / "clients" / "typescript" / "node_modules").mkdir(parents=True)
     (root / "clients" / "typescript" / "package-lock.json").write_text("{}\n")
-    for lock, stamp in (("requirements-dev.lock", ".venv/.lock-stamp"), ("package-lock.json", "node_modules/.lock-stamp"),
+    for lock, stamp in (("requirements-dev.lock", ".venv/.lock-stamp"),
+                        ("package-lock.json", "node_modules/.lock-stamp"),
                         ("clients/typescript/package-lock.json", "clients/typescript/node_modules/.lock-stamp")):
         subprocess.run(["bash", "-c", f"sha256sum {lock} | sha256sum | cut -c1-16 > {stamp}"], cwd=root, check=True)
     bin_dir = tmp_path / "bin"
