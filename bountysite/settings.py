@@ -9,6 +9,7 @@ lists every variable.
 from __future__ import annotations
 
 import tomllib
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +62,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "channels",
     "corsheaders",
+    "axes",
     "records",
     "indexer",
     "contracts",
@@ -79,6 +81,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, as django-axes asks: it turns a locked account's sign-in into bountysite.sign_in's 429.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "bountysite.urls"
@@ -284,6 +288,19 @@ X_FRAME_OPTIONS = "DENY"
 SESSION_COOKIE_HTTPONLY = True
 # Sessions are the admin's only: a moderator's lasts a working day from sign-in, not Django's two weeks.
 SESSION_COOKIE_AGE = env_int("BOUNTY_ADMIN_SESSION_HOURS", 8, minimum=1, maximum=24) * 3600
+# A moderator's account locks after this many wrong passwords in a row from any addresses, for
+# this long (django-axes; bountysite/sign_in.py).
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+AXES_FAILURE_LIMIT = env_int("BOUNTY_ADMIN_LOCKOUT_FAILURES", 10, minimum=1)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("BOUNTY_ADMIN_LOCKOUT_MINUTES", 30, minimum=1))
+AXES_LOCKOUT_PARAMETERS = ["username"]
+AXES_RESET_ON_SUCCESS = True
+AXES_CLIENT_IP_CALLABLE = "bountysite.sign_in.client_ip"
+AXES_LOCKOUT_CALLABLE = "bountysite.sign_in.locked_out"
+AXES_DISABLE_ACCESS_LOG = True  # the access lines are the service's own (bountysite/access.py)
+# axes would also lock by address; bountysite.ratelimit's login limit already counts per address,
+# and a lock by username alone is what stops a guesser spread over many addresses.
+SILENCED_SYSTEM_CHECKS = ["axes.W006"]
 # Django checks none by default: a moderator could set the password "1".
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},

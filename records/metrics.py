@@ -37,6 +37,8 @@ HTTP_REQUESTS = Counter("bounty_http_requests", "HTTP requests answered, by rout
 HTTP_LATENCY = Histogram("bounty_http_request_duration_seconds",
                          "Seconds from a request's arrival to its answer, by route.", ("route",),
                          buckets=_LATENCY_BUCKETS)
+ADMIN_SIGN_IN_LOCKED_OUT = Counter("bounty_admin_sign_in_locked_out",
+                                   "Admin sign-ins refused because the account is locked (bountysite.sign_in).")
 WS_OPEN = Gauge("bounty_ws_connections_open", "Websocket connections open on this process.")
 WS_MESSAGES = Counter("bounty_ws_messages_sent", "Websocket messages sent to clients (snapshot and live).")
 WS_CLOSES = Counter("bounty_ws_closes", "Websocket connections closed, by close code.", ("code",))

@@ -13,6 +13,7 @@ from django.contrib.auth import authenticate
 from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from django.test import RequestFactory
 
 from records.moderation import MODERATORS
 
@@ -33,6 +34,11 @@ def _debug(settings: Any) -> None:
     settings.DEBUG = True
 
 
+def sign_in(password: str) -> User | None:
+    """The user the admin's login form would sign in with `password` (django-axes asks for the request)."""
+    return authenticate(RequestFactory().post("/admin/login/"), username="moderator", password=password)
+
+
 def test_the_password_stays_the_same_across_restarts(tmp_path: Path) -> None:
     password_file = tmp_path / "var" / "demo-moderator-password"
     first, printed = _run(password_file)
@@ -40,7 +46,7 @@ def test_the_password_stays_the_same_across_restarts(tmp_path: Path) -> None:
     assert again == first
     assert password_file.read_text().strip() == first
     assert f"(kept in {password_file})" in printed
-    user = authenticate(username="moderator", password=first)
+    user = sign_in(password=first)
     assert isinstance(user, User) and user.is_staff and not user.is_superuser
     assert list(user.groups.values_list("name", flat=True)) == [MODERATORS]
 
@@ -55,8 +61,8 @@ def test_a_new_dev_state_gets_a_new_password(tmp_path: Path) -> None:
     first, _ = _run(tmp_path / "one")
     second, _ = _run(tmp_path / "two")
     assert second != first
-    assert authenticate(username="moderator", password=second) is not None
-    assert authenticate(username="moderator", password=first) is None
+    assert sign_in(password=second) is not None
+    assert sign_in(password=first) is None
 
 
 def test_an_existing_account_gets_the_kept_password(tmp_path: Path) -> None:
@@ -65,7 +71,7 @@ def test_an_existing_account_gets_the_kept_password(tmp_path: Path) -> None:
     password, printed = _run(tmp_path / "password")
     assert password == "kept-password"
     assert printed.startswith("demo moderator ready: username 'moderator'")
-    assert authenticate(username="moderator", password="kept-password") is not None
+    assert sign_in(password="kept-password") is not None
 
 
 def test_it_refuses_to_run_without_debug(settings: Any, tmp_path: Path) -> None:

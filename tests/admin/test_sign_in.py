@@ -1,9 +1,14 @@
-"""Moderators' sign-in through a real daphne: the admin's password forms refuse weak passwords,
-and a staff session lasts a working day, not Django's default two weeks."""
+"""Moderators' sign-in through a real daphne: the admin's password forms refuse weak passwords, an
+account locks after wrong passwords from any number of addresses, and a staff session lasts a
+working day, not Django's default two weeks."""
 
 from __future__ import annotations
 
 import os
+import re
+import subprocess
+import sys
+import urllib.request
 from collections.abc import Iterator
 
 import pytest
@@ -14,7 +19,7 @@ from django.utils import timezone
 
 from tests.admin.conftest import PASSWORD
 from tests.admin.visitor import INDEX, Visitor
-from tests.servers import Server, database_url, start_daphne, stop
+from tests.servers import PROJECT_DIR, Server, database_url, start_daphne, stop
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -22,12 +27,17 @@ PASSWORD_CHANGE = "/admin/password_change/"
 WORKING_DAY = 8 * 3600
 
 
+def server_env() -> dict[str, str]:
+    env = {**os.environ, "DATABASE_URL": database_url(), "BOUNTY_TRUSTED_PROXIES": "127.0.0.1"}
+    for name in ("BOUNTY_RPC_URL", "DJANGO_DEBUG", "REDIS_URL", "BOUNTY_ADMIN_SESSION_HOURS",
+                 "BOUNTY_ADMIN_LOCKOUT_FAILURES", "BOUNTY_ADMIN_LOCKOUT_MINUTES"):
+        env.pop(name, None)
+    return env
+
+
 @pytest.fixture
 def server() -> Iterator[Server]:
-    env = {**os.environ, "DATABASE_URL": database_url(), "BOUNTY_TRUSTED_PROXIES": "127.0.0.1"}
-    for name in ("BOUNTY_RPC_URL", "DJANGO_DEBUG", "REDIS_URL", "BOUNTY_ADMIN_SESSION_HOURS"):
-        env.pop(name, None)
-    server = start_daphne(env)
+    server = start_daphne(server_env())
     yield server
     stop(server.process)
 
@@ -74,3 +84,33 @@ def test_a_staff_session_ends_within_a_working_day_of_signing_in(server: Server,
     assert int(session["max-age"]) == WORKING_DAY
     expires = Session.objects.get(session_key=session.value).expire_date
     assert WORKING_DAY - 60 < (expires - timezone.now()).total_seconds() <= WORKING_DAY
+
+
+def test_wrong_passwords_from_many_addresses_lock_the_account_until_an_operator_unlocks_it(
+        server: Server, server_hashed: User) -> None:
+    for n in range(15):  # one attempt an address: the per-address login limit never sees more than one
+        wrong = Visitor(server, f"198.51.100.{100 + n}").log_in("not the password")
+        assert wrong.status in (200, 429), wrong.body[:300]
+    refused = Visitor(server, "198.51.100.200").log_in(PASSWORD)
+    assert refused.status == 429, refused.body[:300]
+    assert refused.headers["content-type"] == "application/json"
+    assert refused.body == '{"detail":"this account is locked after 10 failed sign-ins; try again in 30 minutes"}'
+    assert int(refused.headers["retry-after"]) == 30 * 60
+    assert "sessionid" not in refused.set_cookies
+    with urllib.request.urlopen(f"http://127.0.0.1:{server.port}/metrics", timeout=30) as scrape:  # as Prometheus
+        metrics = scrape.read().decode()
+    assert re.search(r"^bounty_admin_sign_in_locked_out_total [1-9]", metrics, re.M), metrics[-2000:]
+
+    subprocess.run([sys.executable, "manage.py", "axes_reset_username", "mod"], cwd=PROJECT_DIR, check=True,
+                   env=server_env(), capture_output=True)
+    assert Visitor(server, "198.51.100.201").log_in(PASSWORD).status == 302
+
+
+def test_an_unknown_username_locks_alike_so_a_lock_tells_nothing(server: Server, server_hashed: User) -> None:
+    visitor = Visitor(server, "198.51.100.210")
+    for n in range(10):
+        reply = Visitor(server, f"198.51.100.{220 + n}").form("/admin/login/", {
+            "username": "nobody", "password": "guess", "next": INDEX})
+        assert reply.status in (200, 429)
+    assert visitor.form("/admin/login/", {"username": "nobody", "password": "guess", "next": INDEX}).status == 429
+    assert visitor.log_in(PASSWORD).status == 302  # another account is not touched
