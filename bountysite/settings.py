@@ -63,6 +63,8 @@ INSTALLED_APPS = [
     "channels",
     "corsheaders",
     "axes",
+    "django_otp",
+    "django_otp.plugins.otp_totp",
     "records",
     "indexer",
     "contracts",
@@ -79,6 +81,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django_otp.middleware.OTPMiddleware",  # whether the session was verified by an authenticator
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     # Last, as django-axes asks: it turns a locked account's sign-in into bountysite.sign_in's 429.
@@ -301,6 +304,10 @@ AXES_DISABLE_ACCESS_LOG = True  # the access lines are the service's own (bounty
 # axes would also lock by address; bountysite.ratelimit's login limit already counts per address,
 # and a lock by username alone is what stops a guesser spread over many addresses.
 SILENCED_SYSTEM_CHECKS = ["axes.W006"]
+# The admin's sign-in asks staff for their authenticator's code too (django-otp, TOTP); off by
+# default, so that the dev chain's demo moderator signs in with a password alone.
+BOUNTY_ADMIN_TOTP = env_bool("BOUNTY_ADMIN_TOTP", False)
+OTP_TOTP_ISSUER = "Bounty moderation"
 # Django checks none by default: a moderator could set the password "1".
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},

@@ -12,6 +12,7 @@ import json
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied
@@ -22,6 +23,7 @@ from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.timesince import timesince
+from django_otp.admin import OTPAdminSite
 
 from records.models import (
     Bounty,
@@ -52,6 +54,11 @@ admin.site.index_template = "admin/records/index.html"  # says how many disputes
 # The lists need the width (a moderator's laptop is 1280 px wide or less); the breadcrumbs and
 # the front page lead everywhere the sidebar did.
 admin.site.enable_nav_sidebar = False
+if settings.BOUNTY_ADMIN_TOTP:
+    # django-otp's documented switch of the default site: the login form asks for the code of the
+    # moderator's authenticator (manage.py add_totp_device), and a session not verified by one is
+    # not staff. The instance keeps its name, so every `admin:` URL stays as it is.
+    admin.site.__class__ = OTPAdminSite
 
 
 def _link(url_name: str, args: list[Any], text: str, query: str = "") -> str:

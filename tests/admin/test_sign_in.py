@@ -1,21 +1,25 @@
 """Moderators' sign-in through a real daphne: the admin's password forms refuse weak passwords, an
-account locks after wrong passwords from any number of addresses, and a staff session lasts a
-working day, not Django's default two weeks."""
+account locks after wrong passwords from any number of addresses, a staff session lasts a working
+day, not Django's default two weeks, and with BOUNTY_ADMIN_TOTP the sign-in asks for an
+authenticator's code too."""
 
 from __future__ import annotations
 
+import base64
 import os
 import re
 import subprocess
 import sys
 import urllib.request
 from collections.abc import Iterator
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from django.contrib.auth.hashers import PBKDF2PasswordHasher
 from django.contrib.auth.models import User
 from django.contrib.sessions.models import Session
 from django.utils import timezone
+from django_otp.oath import totp
 
 from tests.admin.conftest import PASSWORD
 from tests.admin.visitor import INDEX, Visitor
@@ -114,3 +118,52 @@ def test_an_unknown_username_locks_alike_so_a_lock_tells_nothing(server: Server,
         assert reply.status in (200, 429)
     assert visitor.form("/admin/login/", {"username": "nobody", "password": "guess", "next": INDEX}).status == 429
     assert visitor.log_in(PASSWORD).status == 302  # another account is not touched
+
+
+@pytest.fixture
+def totp_server() -> Iterator[Server]:
+    server = start_daphne({**server_env(), "BOUNTY_ADMIN_TOTP": "1"})
+    yield server
+    stop(server.process)
+
+
+def add_totp_device(username: str) -> bytes:
+    """The secret key of a new authenticator for `username`, as the operator's command prints it."""
+    printed = subprocess.run([sys.executable, "manage.py", "add_totp_device", username], cwd=PROJECT_DIR,
+                             check=True, env=server_env(), capture_output=True, text=True).stdout
+    url = re.search(r"otpauth://\S+", printed)
+    assert url is not None, printed
+    return base64.b32decode(parse_qs(urlsplit(url.group()).query)["secret"][0])
+
+
+def test_with_totp_on_a_moderator_signs_in_with_the_password_and_the_authenticators_code(
+        totp_server: Server, server_hashed: User) -> None:
+    key = add_totp_device("mod")
+    visitor = Visitor(totp_server, "198.51.100.30")
+    fields = {"username": "mod", "password": PASSWORD, "next": INDEX}
+    # The password alone is not enough; the form then offers the account's authenticators.
+    asked = visitor.form("/admin/login/", fields)
+    assert asked.status == 200 and 'class="errornote' in asked.body, asked.body[:300]
+    device = re.search(r'<option value="(otp_totp[^"]+)"', asked.body)
+    assert device is not None, asked.body
+    assert visitor.get(INDEX).status == 302
+
+    signed_in = visitor.form("/admin/login/", {**fields, "otp_device": device.group(1),
+                                               "otp_token": f"{totp(key):06d}"})
+    assert (signed_in.status, signed_in.headers.get("location")) == (302, INDEX), signed_in.body[:300]
+    assert visitor.get(INDEX).status == 200
+
+    other = Visitor(totp_server, "198.51.100.32")
+    wrong = f"{(totp(key) + 1) % 1_000_000:06d}"
+    refused = other.form("/admin/login/", {**fields, "otp_device": device.group(1), "otp_token": wrong})
+    assert refused.status == 200 and 'class="errornote' in refused.body
+    assert other.get(INDEX).status == 302
+
+
+def test_with_totp_on_a_moderator_without_an_authenticator_cannot_sign_in(
+        totp_server: Server, server_hashed: User) -> None:
+    visitor = Visitor(totp_server, "198.51.100.31")
+    refused = visitor.form("/admin/login/", {"username": "mod", "password": PASSWORD, "otp_token": "123456",
+                                             "next": INDEX})
+    assert refused.status == 200 and 'class="errornote' in refused.body
+    assert visitor.get(INDEX).status == 302
