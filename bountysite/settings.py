@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import dj_database_url
+from csp.constants import NONCE, NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 
 from bountysite.env import (
@@ -73,6 +74,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "bountysite.access.AccessMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",  # CONTENT_SECURITY_POLICY, on every page that sets none of its own
     # Before the rate limit: its 429s carry the CORS headers too (so a page can read Retry-After),
     # and preflights are answered without spending the client's budget.
     "corsheaders.middleware.CorsMiddleware",
@@ -287,6 +289,22 @@ STATIC_ROOT = env_str("DJANGO_STATIC_ROOT", str(VAR_DIR / "static"))
 # ---------------------------------------------------------------- security (production defaults)
 
 SECURE_CONTENT_TYPE_NOSNIFF = True
+# Every answer's Content-Security-Policy (django-csp), the admin's and the browsable API's pages
+# included; the API docs pages set their own (records/api/docs.py). Scripts only from this
+# service, or inline with the request's nonce (the review page's); inline styles are allowed, as
+# the admin and the browsable API use style attributes.
+CONTENT_SECURITY_POLICY = {"DIRECTIVES": {
+    "default-src": [SELF],
+    "script-src": [SELF, NONCE],
+    "style-src": [SELF, "'unsafe-inline'"],
+    "img-src": [SELF, "data:"],
+    "font-src": [SELF, "data:"],
+    "connect-src": [SELF],
+    "object-src": [NONE],
+    "base-uri": [SELF],
+    "form-action": [SELF],
+    "frame-ancestors": [NONE],
+}}
 X_FRAME_OPTIONS = "DENY"
 SESSION_COOKIE_HTTPONLY = True
 # Sessions are the admin's only: a moderator's lasts a working day from sign-in, not Django's two weeks.

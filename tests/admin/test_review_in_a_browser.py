@@ -24,6 +24,7 @@ from records.models import Dispute
 from records.moderation import ensure_moderators_group
 from records.representation import checksum_address
 from tests.admin.conftest import PASSWORD
+from tests.browser_wallet import link_wallet_to_node, record_policy_violations
 from tests.chain import Chain
 from tests.indexer.conftest import catch_up_to_head, config_for
 
@@ -34,11 +35,9 @@ window.ethereum = {
   async request({ method, params }) {
     if (method === "eth_requestAccounts") { return ["%(arbiter)s"]; }
     if (method === "wallet_switchEthereumChain") { return null; }
-    const response = await fetch("%(rpc)s", {
-      method: "POST", headers: { "Content-Type": "application/json" },
-      body: JSON.stringify({ jsonrpc: "2.0", id: Date.now(), method, params: params || [] }),
-    });
-    const answer = await response.json();
+    // As an extension asks the node: outside the page (tests/browser_wallet.py).
+    const answer = JSON.parse(await window.walletNode(
+      JSON.stringify({ jsonrpc: "2.0", id: Date.now(), method, params: params || [] })));
     if (answer.error) { throw new Error(answer.error.message); }
     return answer.result;
   },
@@ -79,8 +78,10 @@ def test_a_moderator_reviews_a_dispute_and_the_arbiter_resolves_it(
     target = Dispute.objects.filter(status="pending_human_review", submission_id=5).get()
 
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
-    context.add_init_script(WALLET % {"arbiter": chain.deployment.arbiter, "rpc": chain.deployment.rpc_url})
+    link_wallet_to_node(context, chain.deployment.rpc_url)
+    context.add_init_script(WALLET % {"arbiter": chain.deployment.arbiter})
     page = context.new_page()
+    violations = record_policy_violations(page)
     base = str(live_server)
 
     log_in(page, base)
@@ -122,6 +123,7 @@ def test_a_moderator_reviews_a_dispute_and_the_arbiter_resolves_it(
     context.close()
     target.refresh_from_db()
     assert target.status == "upheld"
+    assert violations == []
 
 
 # How far the page and the list scroll sideways (0 when they fit), and whether every review link

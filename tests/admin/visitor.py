@@ -31,8 +31,8 @@ class Visitor:
     address: str
     cookies: dict[str, str] = field(default_factory=dict)
 
-    def send(self, method: str, path: str, form: dict[str, str] | None = None) -> Reply:
-        headers = {"Accept": "text/html", "X-Forwarded-For": self.address}
+    def send(self, method: str, path: str, form: dict[str, str] | None = None, accept: str = "text/html") -> Reply:
+        headers = {"Accept": accept, "X-Forwarded-For": self.address}
         if self.cookies:
             headers["Cookie"] = "; ".join(f"{name}={value}" for name, value in self.cookies.items())
         body = urlencode(form).encode() if form is not None else None

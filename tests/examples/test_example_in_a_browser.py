@@ -13,7 +13,6 @@ Screenshots at 1280 and 390 px wide go to the test's temporary folder and to /tm
 
 from __future__ import annotations
 
-import json
 import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -22,6 +21,7 @@ import httpx
 import pytest
 from playwright.sync_api import Browser, Locator, Page, expect
 
+from tests.browser_wallet import link_wallet_to_node, record_policy_violations
 from tests.servers import DevService, start_dev_service
 
 SHOTS = Path("/tmp/example-shots")
@@ -32,15 +32,11 @@ DEMO_TITLES = ["Translate the onboarding guide to Portuguese", "Logo for the com
 
 WALLET = """
 (() => {
-  const rpcUrl = %(rpc)s;
   const wallet = { requests: [], refuse: null, chainId: null };
   let id = 0;
   async function node(method, params) {
-    const response = await fetch(rpcUrl, {
-      method: "POST", headers: { "Content-Type": "application/json" },
-      body: JSON.stringify({ jsonrpc: "2.0", id: ++id, method, params }),
-    });
-    const answer = await response.json();
+    // As an extension asks the node: outside the page (tests/browser_wallet.py).
+    const answer = JSON.parse(await window.walletNode(JSON.stringify({ jsonrpc: "2.0", id: ++id, method, params })));
     if (answer.error) throw Object.assign(new Error(answer.error.message), { code: answer.error.code });
     return answer.result;
   }
@@ -79,16 +75,20 @@ def dev_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevService
 
 @pytest.fixture
 def open_board(browser: Browser, dev_service: DevService) -> Iterator[OpenBoard]:
-    """Opens the board in a window `width` px wide, with the test wallet; no uncaught error allowed."""
+    """Opens the board in a window `width` px wide, with the test wallet; no uncaught error and no
+    violation of the page's Content-Security-Policy allowed."""
     uncaught: list[str] = []
+    violations: list[list[str]] = []
     contexts = []
 
     def open_at(width: int, fragment: str = "") -> Page:
         context = browser.new_context(viewport={"width": width, "height": 900})
         contexts.append(context)
-        context.add_init_script(WALLET % {"rpc": json.dumps(dev_service.rpc_url)})
+        link_wallet_to_node(context, dev_service.rpc_url)
+        context.add_init_script(WALLET)
         page = context.new_page()
         page.on("pageerror", lambda error: uncaught.append(str(error)))
+        violations.append(record_policy_violations(page))
         page.goto(f"{dev_service.url}/example/{fragment}")
         expect(page.locator("#connection")).to_have_text("Live", timeout=30 * SECONDS)
         return page
@@ -97,6 +97,7 @@ def open_board(browser: Browser, dev_service: DevService) -> Iterator[OpenBoard]
     for context in contexts:
         context.close()
     assert uncaught == []
+    assert [line for page in violations for line in page] == []
 
 
 @pytest.fixture
