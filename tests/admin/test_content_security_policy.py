@@ -12,11 +12,13 @@ import pytest
 from django.contrib.auth.hashers import PBKDF2PasswordHasher
 from django.contrib.auth.models import User
 from django.urls import reverse
+from playwright.sync_api import Browser
 
 from records.api.docs import ONLY_THIS_SERVICE
 from records.models import Dispute
 from tests.admin.conftest import PASSWORD
 from tests.admin.visitor import INDEX, Visitor
+from tests.browser_wallet import record_policy_violations
 from tests.servers import Server, database_url, start_daphne, stop
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -87,3 +89,22 @@ def test_the_api_docs_pages_keep_their_own_policy(server: Server) -> None:
         reply = Visitor(server, "198.51.100.42").get(path)
         assert reply.status == 200
         assert reply.headers["content-security-policy"] == ONLY_THIS_SERVICE
+
+
+def test_the_pages_break_no_rule_of_their_policy_in_a_browser(browser: Browser, live_server: object,
+                                                               dispute: Dispute, moderator: User) -> None:
+    page = browser.new_page()
+    violations = record_policy_violations(page)
+    base = str(live_server)
+    for path in ("/", "/bounties", "/bounties?limit=2", "/admin/login/"):
+        response = page.goto(base + path)
+        assert response is not None and response.ok, path
+        assert_the_services_policy(response.headers["content-security-policy"])
+    page.fill("#id_username", "mod")
+    page.fill("#id_password", PASSWORD)
+    page.click("input[type=submit]")
+    page.goto(base + reverse("admin:records_dispute_review", args=[dispute.pk]))
+    page.wait_for_selector("#wallet-hint", state="visible")  # the page's own script ran (no wallet here)
+    page.goto(base + reverse("admin:records_dispute_changelist"))
+    page.close()
+    assert violations == []
