@@ -48,9 +48,11 @@ def database_url() -> str:
     return f"postgres://{settings['USER']}@{settings['HOST']}:{settings['PORT']}/{settings['NAME']}"
 
 
-def start_daphne(env: dict[str, str], application: str = "bountysite.asgi:application") -> Server:
+def start_daphne(env: dict[str, str], application: str = "bountysite.asgi:application",
+                 cwd: Path = PROJECT_DIR) -> Server:
+    """daphne serving `application` from the project at `cwd` (another release's, for an upgrade)."""
     port = free_port()
-    process = subprocess.Popen([DAPHNE, "-b", "127.0.0.1", "-p", str(port), application], cwd=PROJECT_DIR,
+    process = subprocess.Popen([DAPHNE, "-b", "127.0.0.1", "-p", str(port), application], cwd=cwd,
                                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
