@@ -2,8 +2,8 @@
 `data:application/json,` followed by 50,000 `[` (which once made the client library's parser
 raise RecursionError), with a submission whose inline metadata holds a lone surrogate escape and a
 dispute on it, posted on anvil and mirrored by the real indexer, is served whole by a real daphne:
-every API route, the websocket snapshot, the admin's change pages and the moderators' review page
-of the dispute."""
+every API route, the websocket snapshot, the admin's lists and change pages and the moderators'
+review page of the dispute."""
 
 from __future__ import annotations
 
@@ -114,3 +114,6 @@ def test_hostile_metadata_posted_on_chain_is_served_by_every_route_and_page(
                      cookies=cookies)
         assert change.status_code == 200, change.text[-2_000:]
         assert escape(record.metadata_uri) in change.text
+    for name in ("bounty", "submission", "dispute", "disputereviewqueue"):
+        listed = get(server, reverse(f"admin:records_{name}_changelist"), cookies=cookies)
+        assert listed.status_code == 200, listed.text[-2_000:]
