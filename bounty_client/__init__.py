@@ -11,6 +11,8 @@ from bounty_client.errors import (
     ValidationError,
 )
 from bounty_client.metadata import (
+    MAX_INLINE_JSON_BYTES,
+    MAX_INLINE_JSON_DEPTH,
     UNDEFINED,
     JsonInput,
     JsonValue,
@@ -37,6 +39,8 @@ from bounty_client.validation import validate_address, validate_bytes32, validat
 
 __all__ = [
     "DEFAULT_CHAIN_ID",
+    "MAX_INLINE_JSON_BYTES",
+    "MAX_INLINE_JSON_DEPTH",
     "UNDEFINED",
     "BountyClientError",
     "BountyOverview",

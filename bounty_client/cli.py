@@ -40,6 +40,8 @@ from bounty_client.errors import (
     ValidationError,
 )
 from bounty_client.metadata import (
+    MAX_INLINE_JSON_BYTES,
+    MAX_INLINE_JSON_DEPTH,
     JsonValue,
     canonical_json,
     metadata_hash,
@@ -254,7 +256,8 @@ def _quote(args: argparse.Namespace) -> str:
 def _parse_uri(args: argparse.Namespace) -> str:
     parsed = parse_metadata_uri(args.uri)
     if parsed is None:
-        raise CommandError("not an inline data:application/json URI holding valid JSON")
+        raise CommandError("not an inline data:application/json URI holding valid JSON (at most "
+                           f"{MAX_INLINE_JSON_BYTES} bytes, nested at most {MAX_INLINE_JSON_DEPTH} deep)")
     return canonical_json(parsed)
 
 

@@ -21,19 +21,26 @@ from __future__ import annotations
 
 import base64
 import binascii
-import contextlib
 import enum
 import json
 import math
 import re
 from collections.abc import Mapping, Sequence
+from itertools import accumulate
 from typing import Any, Final, Literal, TypeAlias
-from urllib.parse import unquote
 
 from bounty_client.abi import keccak256
 
 MAX_SAFE_INTEGER: Final = 2**53 - 1
 DATA_URI_PREFIX: Final = "data:application/json,"
+MAX_INLINE_JSON_BYTES: Final = 64 * 1024
+"""The most UTF-8 bytes of JSON text an inline metadata URI is read for, once decoded (percent
+escapes or base64 undone): past it, `parse_metadata_uri` reads the URI as not inline JSON."""
+MAX_INLINE_JSON_DEPTH: Final = 64
+"""The deepest nesting of arrays and objects read as inline metadata (`[]` is 1 deep). Metadata
+is a flat document; 64 keeps every recursive reader of the value (`json`'s scanner,
+`canonical_json`, `json.dumps` with an indent, a template rendering it deep in a request) far
+below Python's recursion limit of 1,000 frames, and JavaScript's `JSON.stringify` below its stack."""
 
 
 class Undefined(enum.Enum):
@@ -215,44 +222,124 @@ def _parse_int(text: str) -> int | float:
     return float(text)
 
 
+# A string (its end optional, so that the scan never backtracks) or a run of anything but brackets
+# and quotes: what is left once every match is removed is the brackets outside strings, in order.
+_NOT_NESTING: Final = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"?|[^"\[\]{}]+', re.DOTALL)
+_NESTING: Final = {"[": 1, "{": 1, "]": -1, "}": -1}
+
+
+def _too_deep(text: str) -> bool:
+    """Whether arrays and objects in `text` nest deeper than MAX_INLINE_JSON_DEPTH, found in one
+    pass without parsing: exact for JSON; for anything else it counts at least as deep as a
+    parser would go before failing."""
+    brackets = _NOT_NESTING.sub("", text)
+    if brackets.count("[") + brackets.count("{") <= MAX_INLINE_JSON_DEPTH:
+        return False
+    return max(accumulate(map(_NESTING.__getitem__, brackets))) > MAX_INLINE_JSON_DEPTH
+
+
 def parse_json(text: str) -> JsonValue:
     """Parses JSON text as JavaScript's `JSON.parse` does: `NaN` and `Infinity` are refused,
     and an integer beyond +-(2**53 - 1) is read as the float JavaScript would hold, so that
     `canonical_json` gives what JavaScript gives for the same text.
 
-    Raises `ValueError` for text that is not JSON.
+    Raises `ValueError` for text that is not JSON, and for arrays and objects nested deeper than
+    `MAX_INLINE_JSON_DEPTH` (checked before parsing, so that no depth reaches Python's recursion
+    limit).
     """
+    if _too_deep(text):
+        raise ValueError(f"arrays and objects nest deeper than {MAX_INLINE_JSON_DEPTH}")
     parsed: JsonValue = json.loads(text, parse_constant=_refuse_constant, parse_int=_parse_int)
     return parsed
 
 
+# What JavaScript's String.prototype.trim() strips (Python's str.strip() strips other characters).
+_JS_WHITESPACE: Final = "\t\n\v\f\r \u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a" \
+                        "\u2028\u2029\u202f\u205f\u3000\ufeff"
+_ESCAPE_RUN: Final = re.compile(r"(?:%[0-9A-Fa-f]{2})+")
+_STRAY_PERCENT: Final = re.compile(r"%(?![0-9A-Fa-f]{2})")
+_BASE64: Final = re.compile(r"[A-Za-z0-9+/]*={0,2}")
+# The longest base64 of MAX_INLINE_JSON_BYTES, padded.
+_MAX_BASE64_CHARS: Final = 4 * -(-MAX_INLINE_JSON_BYTES // 3)
+# A percent escape is three characters for one byte: a payload more than three times as long as
+# a bound cannot be within it once decoded, and is not decoded at all.
+_ESCAPE_CHARS: Final = 3
+
+
+def _decode_uri_component(text: str) -> str | None:
+    """`text` with its percent escapes decoded as JavaScript's `decodeURIComponent` decodes them,
+    or None where it throws: a `%` not followed by two hex digits, escapes that are not UTF-8."""
+    if _STRAY_PERCENT.search(text):
+        return None
+    try:
+        return _ESCAPE_RUN.sub(lambda run: bytes.fromhex(run.group().replace("%", "")).decode("utf-8"), text)
+    except UnicodeDecodeError:
+        return None
+
+
+def _within_bytes(text: str) -> bool:
+    """Whether `text` is at most MAX_INLINE_JSON_BYTES in UTF-8 (a lone surrogate counts 3, as in
+    JavaScript); never encodes more than that many characters."""
+    return len(text) <= MAX_INLINE_JSON_BYTES and len(text.encode("utf-8", "surrogatepass")) <= MAX_INLINE_JSON_BYTES
+
+
+def _base64_text(payload: str) -> str | None:
+    """The UTF-8 text held by the base64 `payload` (percent escapes and surrounding whitespace
+    allowed), or None: not base64, not UTF-8 (a byte order mark is kept, and is not JSON), or
+    more than MAX_INLINE_JSON_BYTES, which is known from the lengths before anything is decoded."""
+    if len(payload) > _ESCAPE_CHARS * _MAX_BASE64_CHARS:
+        return None
+    encoded = _decode_uri_component(payload)
+    if encoded is None:
+        return None
+    encoded = encoded.strip(_JS_WHITESPACE)
+    padded = encoded + "=" * (-len(encoded) % 4)
+    if len(padded) > _MAX_BASE64_CHARS or not _BASE64.fullmatch(padded):
+        return None
+    if len(padded) // 4 * 3 - padded.count("=") > MAX_INLINE_JSON_BYTES:
+        return None
+    try:
+        return base64.b64decode(padded).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError):
+        return None
+
+
+def _inline_texts(payload: str) -> list[str]:
+    """The texts a raw or percent-encoded payload may hold, each within MAX_INLINE_JSON_BYTES."""
+    texts = [payload]
+    if "%" in payload and len(payload) <= _ESCAPE_CHARS * MAX_INLINE_JSON_BYTES:
+        decoded = _decode_uri_component(payload)
+        if decoded is not None:
+            texts.append(decoded)
+    return [text for text in texts if _within_bytes(text)]
+
+
 def parse_metadata_uri(uri: object) -> JsonValue | None:
-    """The JSON value held inline by a `data:application/json` URI, or None.
+    """The JSON value held inline by a `data:application/json` URI, or None; never raises.
 
     Accepts the raw form that `metadata_to_data_uri` makes (`data:application/json,{...}`), the
-    percent-encoded form (`data:application/json,%7B...`) and the base64 form
-    (`data:application/json;base64,...`); media type parameters such as `;charset=utf-8` are
-    allowed. Returns None for anything else: another scheme or media type (an `ipfs://` or
-    `https://` URI is not inline), a payload that is not valid JSON, or a non-string.
+    percent-encoded form (`data:application/json,%7B...`, decoded as JavaScript's
+    `decodeURIComponent` does) and the base64 form (`data:application/json;base64,...`); media
+    type parameters such as `;charset=utf-8` are allowed. Returns None for anything else: another
+    scheme or media type (an `ipfs://` or `https://` URI is not inline), a payload that is not
+    valid JSON, JSON text of more than `MAX_INLINE_JSON_BYTES` (64 KiB, in UTF-8, once decoded)
+    or nested deeper than `MAX_INLINE_JSON_DEPTH` (64), or a non-string. A payload too long to
+    hold 64 KiB once decoded is not decoded at all. The TypeScript client's `parseMetadataUri`
+    gives the same answers (clients/test-vectors.json holds both to them).
     """
     if not isinstance(uri, str) or uri[:5].lower() != "data:":
         return None
     header, comma, payload = uri[5:].partition(",")
     if not comma:
         return None
-    parameters = [part.strip().lower() for part in header.split(";")]
+    parameters = [part.strip(_JS_WHITESPACE).lower() for part in header.split(";")]
     if parameters[0] != "application/json":
         return None
     if parameters[-1] == "base64" and len(parameters) > 1:
-        try:
-            encoded = unquote(payload).strip()
-            texts = [base64.b64decode(encoded + "=" * (-len(encoded) % 4), validate=True).decode("utf-8")]
-        except (binascii.Error, ValueError):
-            return None
+        text = _base64_text(payload)
+        texts = [] if text is None else [text]
     else:
-        texts = [payload]
-        with contextlib.suppress(UnicodeDecodeError):
-            texts.append(unquote(payload, errors="strict"))
+        texts = _inline_texts(payload)
     for text in texts:
         try:
             return parse_json(text)

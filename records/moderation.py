@@ -88,7 +88,10 @@ class Metadata:
         value = parse_metadata_uri(record.metadata_uri)
         if value is None:
             return cls(uri=record.metadata_uri, parsed=None, hash_matches=None)
-        pretty = json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
+        # A JSON escape may hold a lone surrogate, which a page cannot encode in UTF-8: it is shown
+        # escaped, as written.
+        pretty = json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True) \
+            .encode("utf-8", "backslashreplace").decode("utf-8")
         return cls(uri=record.metadata_uri, parsed=pretty, hash_matches=metadata_hash(value) == record.metadata_hash)
 
 

@@ -21,6 +21,7 @@ DEPLOYMENT_ENV = {
     "BOUNTY_USDC_ADDRESS": USDC.lower(),
 }
 METADATA = {"title": "Translate the docs", "languages": ["fr", "日本語"]}
+NOT_INLINE = "not an inline data:application/json URI holding valid JSON (at most 65536 bytes, nested at most 64 deep)"
 
 
 @pytest.fixture
@@ -152,7 +153,8 @@ def test_a_half_given_deployment_names_only_the_missing_flag(capsys, no_deployme
         (["quote", "--reward", "1", "--post-fee-bps", "10001"], "--post-fee-bps: post_fee_bps must be at most 10000"),
         (["quote", "--reward", "1", "--submission-bond-bps", "-1"],
          "--submission-bond-bps: number must be a safe uint"),
-        (["parse-uri", "ipfs://x"], "not an inline data:application/json URI holding valid JSON"),
+        (["parse-uri", "ipfs://x"], NOT_INLINE),
+        (["parse-uri", "data:application/json," + "[" * 50_000], NOT_INLINE),
     ],
 )
 def test_bad_input_exits_2_with_one_line_naming_the_flag(capsys, deployment_env, argv, message):

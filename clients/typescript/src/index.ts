@@ -8,7 +8,15 @@ export type {
   TransactionBuilderConfig,
   UnsignedTransaction,
 } from "./transactions.js";
-export { canonicalJson, metadataHash, metadataToDataUri, parseMetadataUri, DATA_URI_PREFIX } from "./metadata.js";
+export {
+  canonicalJson,
+  metadataHash,
+  metadataToDataUri,
+  parseMetadataUri,
+  DATA_URI_PREFIX,
+  MAX_INLINE_JSON_BYTES,
+  MAX_INLINE_JSON_DEPTH,
+} from "./metadata.js";
 export type { JsonValue } from "./metadata.js";
 export { quoteCreateAmount, BPS_DENOMINATOR } from "./quote.js";
 export type { CreateQuote, QuoteConfig } from "./quote.js";

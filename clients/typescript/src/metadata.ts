@@ -13,6 +13,20 @@ import type { Hex } from "./validation.js";
 
 export const DATA_URI_PREFIX = "data:application/json,";
 
+/**
+ * The most UTF-8 bytes of JSON text an inline metadata URI is read for, once decoded (percent
+ * escapes or base64 undone): past it, `parseMetadataUri` reads the URI as not inline JSON.
+ */
+export const MAX_INLINE_JSON_BYTES = 64 * 1024;
+
+/**
+ * The deepest nesting of arrays and objects read as inline metadata (`[]` is 1 deep). Metadata is
+ * a flat document; 64 keeps every recursive reader of the value (`canonicalJson`,
+ * `JSON.stringify`, and the Python client's, bound by a recursion limit of 1,000 frames) far from
+ * its stack's end.
+ */
+export const MAX_INLINE_JSON_DEPTH = 64;
+
 /** A JSON value, as `JSON.parse` gives it. */
 export type JsonValue = null | boolean | number | string | JsonValue[] | { [key: string]: JsonValue };
 
@@ -47,7 +61,38 @@ export function metadataHash(metadata: unknown): Hex {
   return keccak256(stringToBytes(canonicalJson(metadata)));
 }
 
+/**
+ * Whether arrays and objects in `text` nest deeper than MAX_INLINE_JSON_DEPTH, found in one pass
+ * without parsing (brackets inside strings do not count; a string left open runs to the end):
+ * exact for JSON, and the Python client counts alike.
+ */
+function tooDeep(text: string): boolean {
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (inString) {
+      if (c === 0x5c) i++; // a backslash: the next character is escaped
+      else if (c === 0x22) inString = false;
+    } else if (c === 0x22) {
+      inString = true;
+    } else if (c === 0x5b || c === 0x7b) {
+      if (++depth > MAX_INLINE_JSON_DEPTH) return true;
+    } else if (c === 0x5d || c === 0x7d) {
+      depth--;
+    }
+  }
+  return false;
+}
+
+function utf8Length(text: string): number {
+  return new TextEncoder().encode(text).length; // a lone surrogate is U+FFFD, 3 bytes, as in Python
+}
+
 function parseJson(text: string): JsonValue | undefined {
+  if (text.length > MAX_INLINE_JSON_BYTES || utf8Length(text) > MAX_INLINE_JSON_BYTES || tooDeep(text)) {
+    return undefined;
+  }
   try {
     return JSON.parse(text) as JsonValue;
   } catch {
@@ -55,22 +100,63 @@ function parseJson(text: string): JsonValue | undefined {
   }
 }
 
-function base64ToText(encoded: string): string | undefined {
-  const padded = encoded + "=".repeat((4 - (encoded.length % 4)) % 4);
-  if (!/^[A-Za-z0-9+/]*={0,2}$/.test(padded)) return undefined;
+/** `decodeURIComponent`, or undefined where it throws (a stray `%`, escapes that are not UTF-8). */
+function decodeUriComponent(text: string): string | undefined {
   try {
-    const binary = atob(padded);
-    return new TextDecoder("utf-8", { fatal: true }).decode(Uint8Array.from(binary, (c) => c.charCodeAt(0)));
+    return decodeURIComponent(text);
   } catch {
     return undefined;
   }
 }
 
+/** The longest base64 of MAX_INLINE_JSON_BYTES, padded. */
+const MAX_BASE64_CHARS = 4 * Math.ceil(MAX_INLINE_JSON_BYTES / 3);
 /**
- * The JSON value held inline by a `data:application/json` URI, or null: the raw form
- * `metadataToDataUri` makes, the percent-encoded form and the base64 form (media type
- * parameters such as `;charset=utf-8` allowed). Anything else (an `ipfs://` URI, a payload that
- * is not JSON, a non-string) gives null.
+ * A percent escape is three characters for one byte: a payload more than three times as long as a
+ * bound cannot be within it once decoded, and is not decoded at all.
+ */
+const ESCAPE_CHARS = 3;
+
+/**
+ * The UTF-8 text held by a base64 payload (percent escapes and surrounding whitespace allowed), or
+ * undefined: not base64, not UTF-8 (a byte order mark is kept, and is not JSON), or more than
+ * MAX_INLINE_JSON_BYTES, which is known from the lengths before anything is decoded.
+ */
+function base64Text(payload: string): string | undefined {
+  if (payload.length > ESCAPE_CHARS * MAX_BASE64_CHARS) return undefined;
+  const encoded = decodeUriComponent(payload)?.trim();
+  if (encoded === undefined) return undefined;
+  const padded = encoded + "=".repeat((4 - (encoded.length % 4)) % 4);
+  if (padded.length > MAX_BASE64_CHARS || !/^[A-Za-z0-9+/]*={0,2}$/.test(padded)) return undefined;
+  const padding = padded.endsWith("==") ? 2 : padded.endsWith("=") ? 1 : 0;
+  if ((padded.length / 4) * 3 - padding > MAX_INLINE_JSON_BYTES) return undefined;
+  try {
+    const binary = atob(padded);
+    const bytes = Uint8Array.from(binary, (c) => c.charCodeAt(0));
+    return new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }).decode(bytes);
+  } catch {
+    return undefined;
+  }
+}
+
+/** The texts a raw or percent-encoded payload may hold. */
+function inlineTexts(payload: string): string[] {
+  const texts = [payload];
+  if (payload.includes("%") && payload.length <= ESCAPE_CHARS * MAX_INLINE_JSON_BYTES) {
+    const decoded = decodeUriComponent(payload);
+    if (decoded !== undefined) texts.push(decoded);
+  }
+  return texts;
+}
+
+/**
+ * The JSON value held inline by a `data:application/json` URI, or null; never throws: the raw form
+ * `metadataToDataUri` makes, the percent-encoded form and the base64 form (media type parameters
+ * such as `;charset=utf-8` allowed). Anything else gives null: an `ipfs://` URI, a payload that is
+ * not JSON, JSON text of more than `MAX_INLINE_JSON_BYTES` (64 KiB, in UTF-8, once decoded) or
+ * nested deeper than `MAX_INLINE_JSON_DEPTH` (64), a non-string. A payload too long to hold 64 KiB
+ * once decoded is not decoded at all. The Python client's `parse_metadata_uri` gives the same
+ * answers (clients/test-vectors.json holds both to them).
  */
 export function parseMetadataUri(uri: unknown): JsonValue | null {
   if (typeof uri !== "string" || uri.slice(0, 5).toLowerCase() !== "data:") return null;
@@ -79,24 +165,12 @@ export function parseMetadataUri(uri: unknown): JsonValue | null {
   const parameters = uri.slice(5, comma).split(";").map((part) => part.trim().toLowerCase());
   if (parameters[0] !== "application/json") return null;
   const payload = uri.slice(comma + 1);
-  const texts: string[] = [];
+  let texts: string[];
   if (parameters.length > 1 && parameters[parameters.length - 1] === "base64") {
-    let encoded: string;
-    try {
-      encoded = decodeURIComponent(payload).trim();
-    } catch {
-      return null;
-    }
-    const text = base64ToText(encoded);
-    if (text === undefined) return null;
-    texts.push(text);
+    const text = base64Text(payload);
+    texts = text === undefined ? [] : [text];
   } else {
-    texts.push(payload);
-    try {
-      texts.push(decodeURIComponent(payload));
-    } catch {
-      // not percent-encoded: the raw text only
-    }
+    texts = inlineTexts(payload);
   }
   for (const text of texts) {
     const parsed = parseJson(text);

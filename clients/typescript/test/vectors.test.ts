@@ -46,7 +46,7 @@ interface Vectors {
   transactions: { call: string; args: unknown[]; expected: UnsignedTransaction }[];
   validation: { call: string; args: unknown[]; error: string }[];
   canonicalJson: { json: string; canonical: string; hash: string; dataUri: string }[];
-  parseMetadataUri: { uri: string; value: unknown }[];
+  parseMetadataUri: { uri: string | (string | { repeat: string; times: number })[]; value: unknown }[];
   quotes: {
     rewardAmount: unknown;
     config?: { postFeeBps: number; submissionBondBps: number };
@@ -113,9 +113,16 @@ describe("canonical JSON, hash and data URI", () => {
   }
 });
 
+/** A vector's metadata URI: a string, or parts joined (a string, or `{repeat: s, times: n}`). */
+function vectorUri(uri: Vectors["parseMetadataUri"][number]["uri"]): string {
+  if (typeof uri === "string") return uri;
+  return uri.map((part) => (typeof part === "string" ? part : part.repeat.repeat(part.times))).join("");
+}
+
 describe("parseMetadataUri", () => {
   for (const vector of vectors.parseMetadataUri) {
-    it(vector.uri.slice(0, 50) || "(empty)", () => assert.deepEqual(parseMetadataUri(vector.uri), vector.value));
+    const name = (typeof vector.uri === "string" ? vector.uri : JSON.stringify(vector.uri)).slice(0, 60);
+    it(name || "(empty)", () => assert.deepEqual(parseMetadataUri(vectorUri(vector.uri)), vector.value));
   }
 });
 
