@@ -64,6 +64,38 @@ def _without_redis(fallback: T, call: Callable[..., T], *args: Any) -> T:
     return result
 
 
+class PlainValues:
+    """The cache's serializer: what the service caches (response bodies as bytes, ETags as str,
+    counts as int) stored as it is, never pickled. Django's own pickles every value but an int and
+    unpickles whatever it reads back, so anything that can write to Redis (another local user,
+    another application's request forgery) could have the service run code of its choosing.
+    Bytes and text are stored behind a one-byte tag, integers as Redis's own (INCR works on
+    them); anything else read back, a pickle among them (another release's entries), is a miss."""
+
+    def dumps(self, value: object) -> bytes | int:
+        if type(value) is int:
+            return value
+        if isinstance(value, bytes):
+            return b"b" + value
+        if isinstance(value, str):
+            return b"s" + value.encode()
+        raise TypeError(f"the cache stores bytes, str and int, not {type(value).__name__}")
+
+    def loads(self, data: bytes) -> bytes | str | int | None:
+        tag = data[:1]
+        if tag == b"b":
+            return data[1:]
+        if tag == b"s":
+            try:
+                return data[1:].decode()
+            except UnicodeDecodeError:
+                return None
+        try:
+            return int(data)
+        except ValueError:
+            return None
+
+
 class _ClientPerPool(RedisCacheClient):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -83,7 +115,8 @@ class _ClientPerPool(RedisCacheClient):
 
     def get_many(self, keys: Any) -> Any:
         nothing: dict[Any, Any] = {}
-        return _without_redis(nothing, super().get_many, keys)
+        found = _without_redis(nothing, super().get_many, keys)
+        return {key: value for key, value in found.items() if value is not None}  # PlainValues' misses
 
     def has_key(self, key: Any) -> Any:
         return _without_redis(False, super().has_key, key)

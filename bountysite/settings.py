@@ -155,7 +155,8 @@ REDIS_TIMEOUT_SECONDS = env_int("REDIS_TIMEOUT_MS", 250, minimum=10, maximum=10_
 if REDIS_URL:
     CACHES = {"default": {"BACKEND": "bountysite.cache.RedisCache", "LOCATION": REDIS_URL,
                           "OPTIONS": {"socket_connect_timeout": REDIS_TIMEOUT_SECONDS,
-                                      "socket_timeout": REDIS_TIMEOUT_SECONDS}}}
+                                      "socket_timeout": REDIS_TIMEOUT_SECONDS,
+                                      "serializer": "bountysite.cache.PlainValues"}}}
     # No socket timeout for the channel layer: its receive blocks in BRPOP for seconds on purpose.
     # The indexer's notification has a deadline of its own (records/changes.py).
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {
