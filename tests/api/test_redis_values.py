@@ -50,8 +50,8 @@ def read(server: Server, path: str, etag: str | None = None) -> tuple[int, bytes
 
 
 def stored_values(store: redis.Redis) -> dict[bytes, bytes]:
-    return {key: value for key in store.scan_iter() if store.type(key) == b"string"
-            and (value := store.get(key)) is not None}
+    strings = [key for key in store.scan_iter() if store.type(key) == b"string"]
+    return {key: value for key, value in zip(strings, store.mget(strings), strict=True) if isinstance(value, bytes)}
 
 
 def test_the_cache_stores_bodies_etags_and_counts_as_themselves(cached: tuple[Server, redis.Redis]) -> None:
