@@ -13,8 +13,8 @@ they are sent; their tag is derived from the cache key instead (equal for equal 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator
-from typing import Any
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator, Iterable, Iterator
+from typing import Any, cast
 
 import orjson
 from asgiref.sync import sync_to_async
@@ -90,18 +90,44 @@ def respond(request: Request, key: str, build: Callable[[], Any]) -> HttpRespons
     return Response(orjson.loads(orjson.dumps(build())))  # stored bodies parsed, to be shown indented
 
 
-async def _pull(chunks: Iterator[bytes]) -> AsyncIterator[bytes]:
+async def _pull(chunks: Iterator[bytes]) -> AsyncGenerator[bytes]:
     """Each chunk of a synchronous (database) iterator, fetched when the client is ready for it.
 
     Under ASGI, Django would turn a synchronous iterator into a list before sending the first
     byte; stepping it through sync_to_async keeps memory bounded. Thread-sensitive calls all
-    run on the request's one sync thread, so the database cursor stays on its connection."""
+    run on the request's one sync thread, so the database cursor stays on its connection, and is
+    closed there too when the response is abandoned (a client gone, or cut off for stalling)."""
     def following() -> bytes | None:
         return next(chunks, None)
 
     step = sync_to_async(following, thread_sensitive=True)
-    while (chunk := await step()) is not None:
-        yield chunk
+    try:
+        while (chunk := await step()) is not None:
+            yield chunk
+    finally:
+        if isinstance(chunks, Generator):
+            await sync_to_async(chunks.close, thread_sensitive=True)()
+
+
+class _ClosingStream(StreamingHttpResponse):
+    """A streamed response that closes its source when Django stops reading it.
+
+    Django closes only the outermost of the generators wrapped around the source (its own, and
+    bountysite.access's) when the client goes away; the source would be closed whenever the
+    garbage collector finalises it, after the request has given its database connection back, so
+    its cursor would then be closed on a connection another request may be using."""
+
+    def __init__(self, source: AsyncGenerator[bytes], **kwargs: Any) -> None:
+        super().__init__(source, **kwargs)
+        self.source = source
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        parts = cast(AsyncIterator[bytes], self.streaming_content)  # asynchronous, as the source is
+        try:
+            async for part in parts:
+                yield part
+        finally:
+            await self.source.aclose()
 
 
 def streamed_json_array(request: HttpRequest, key: str, chunks: Callable[[], Iterator[bytes]]) -> HttpResponseBase:
@@ -112,8 +138,8 @@ def streamed_json_array(request: HttpRequest, key: str, chunks: Callable[[], Ite
         return not_modified(etag)
     served_by_asgi = isinstance(getattr(request, "_request", request), ASGIRequest)  # DRF wraps the request
     array = iter(()) if request.method == "HEAD" else chunks()
-    body = _pull(array) if served_by_asgi else array
-    response = StreamingHttpResponse(body, content_type="application/json")
+    response = (_ClosingStream(_pull(array), content_type="application/json") if served_by_asgi
+                else StreamingHttpResponse(array, content_type="application/json"))
     response["ETag"] = etag
     response["Cache-Control"] = CACHE_CONTROL
     response["Vary"] = "Accept"  # the same URL serves the browsable API to browsers
