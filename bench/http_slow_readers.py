@@ -1,7 +1,7 @@
 """Slow readers of the unpaged list: the web process's memory, and other clients' reads meanwhile.
 
     .venv/bin/python bench/http_slow_readers.py [--bounties 20000] [--readers 20] [--rate 20000]
-        [--hold 20] [--database sqlite:////tmp/http-slow-bench/db.sqlite3]
+        [--hold 20] [--database sqlite:////tmp/http-slow-bench/db.sqlite3] [--max-streams N]
 
 1. Seeds `--bounties` bounties of one deployment as the indexer writes them (each row's stored
    JSON body rendered by records.representation.record_body), kept between runs of the same size.
@@ -13,7 +13,9 @@
 4. `--readers` clients, each from an address of its own, ask for `GET /bounties` (no limit, cursor
    or q: the whole table, streamed) on sockets with an 8 KiB receive buffer, and read it at
    `--rate` bytes/s each for `--hold` seconds. Meanwhile the process's RSS is sampled every
-   0.2 s, and after a few seconds the same 40 record reads run again.
+   0.2 s, and after a few seconds the same 40 record reads run again. A process streams at most
+   BOUNTY_HTTP_MAX_STREAMS lists at once (`--max-streams` sets it; 20 lets every reader stream):
+   the readers past it are answered 503 after a few seconds.
 
 It prints the RSS growth (peak during the hold, against the baseline of the same run; the target
 is at most 100 MB for 20 readers of 200,000 bounties), what the readers would make the process
@@ -62,7 +64,7 @@ def rss_mb(pid: int) -> float:
 
 def seed(bounties: int) -> None:
     """The deployment with `bounties` bounties, rendered as the indexer renders them."""
-    from django.db import transaction
+    from django.db import connection, transaction
 
     from indexer.models import SyncState
     from records.models import Bounty, Deployment
@@ -75,7 +77,8 @@ def seed(bounties: int) -> None:
     if Bounty.objects.filter(deployment=deployment).count() == bounties:
         print(f"reusing {bounties:,} bounties")
         return
-    Bounty.objects.filter(deployment=deployment).delete()
+    with connection.cursor() as cursor:  # an ORM delete collects every row first
+        cursor.execute("DELETE FROM records_bounty WHERE deployment_id = %s", [deployment.pk])
     started = time.perf_counter()
     t0 = datetime(2026, 1, 1, tzinfo=UTC)
     for first in range(1, bounties + 1, 5_000):
@@ -151,6 +154,7 @@ class SlowReader(threading.Thread):
         super().__init__(daemon=True)
         self.port, self.address, self.rate, self.stop = port, address, rate, stop
         self.received = 0
+        self.status = 0
         self.closed_by_server = False
 
     def run(self) -> None:
@@ -172,6 +176,8 @@ class SlowReader(threading.Thread):
                 if not chunk:
                     self.closed_by_server = True
                     return
+                if not self.status:
+                    self.status = int(chunk.split(b" ", 2)[1])
                 self.received += len(chunk)
                 ahead = self.received / self.rate - (time.monotonic() - started)
                 if ahead > 0:
@@ -189,6 +195,7 @@ def main() -> None:
     parser.add_argument("--rate", type=int, default=20_000, help="bytes/s each slow reader takes")
     parser.add_argument("--hold", type=float, default=20, help="seconds the slow readers read")
     parser.add_argument("--database", default="sqlite:////tmp/http-slow-bench/db.sqlite3")
+    parser.add_argument("--max-streams", type=int, help="the server's BOUNTY_HTTP_MAX_STREAMS (default: the service's)")
     args = parser.parse_args()
     Path("/tmp/http-slow-bench").mkdir(exist_ok=True)
     env = {**os.environ, "DATABASE_URL": args.database, "DJANGO_SECRET_KEY": SECRET_KEY, "DJANGO_DEBUG": "0",
@@ -197,6 +204,8 @@ def main() -> None:
            "BOUNTY_TRUSTED_PROXIES": "127.0.0.1/32", "LOG_LEVEL": "WARNING"}
     for name in ("REDIS_URL", "BOUNTY_RPC_URL"):
         env.pop(name, None)
+    if args.max_streams:
+        env["BOUNTY_HTTP_MAX_STREAMS"] = str(args.max_streams)
     os.environ.update(env)
     os.environ.pop("REDIS_URL", None)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "bountysite.settings")
@@ -240,17 +249,19 @@ def main() -> None:
             time.sleep(0.2)
         taken = sum(reader.received for reader in readers) / 1e6
         cut = sum(reader.closed_by_server for reader in readers)
+        streamed = sum(reader.status == 200 for reader in readers)
+        refused = sum(reader.status == 503 for reader in readers)
         growth = peak - baseline
-        print(f"{args.readers} slow readers at {args.rate / 1000:.0f} KB/s for {args.hold:.0f} s took {taken:.1f} MB "
-              f"({cut} closed by the server)")
+        print(f"{args.readers} slow readers at {args.rate / 1000:.0f} KB/s for {args.hold:.0f} s took {taken:.1f} MB: "
+              f"{streamed} streamed, {refused} answered 503 (BOUNTY_HTTP_MAX_STREAMS), {cut} closed by the server")
         print(f"RSS: baseline {baseline:.0f} MB, peak {peak:.0f} MB: growth {growth:.0f} MB "
               f"(whole bodies buffered would be {args.readers * body_mb:,.0f} MB; "
               f"target <= {TARGET_GROWTH_MB} MB: {'met' if growth <= TARGET_GROWTH_MB else 'NOT met'})")
         print(f"record reads while they read: {percentiles(busy)} "
               f"(p50 x{statistics.median(busy) / statistics.median(quiet):.1f}, "
               f"max x{max(busy) / max(quiet):.1f} of the baseline)")
-        print(f"BENCH_SUMMARY bounties={args.bounties} readers={args.readers} baseline_mb={baseline:.0f} "
-              f"peak_mb={peak:.0f} growth_mb={growth:.0f} body_mb={body_mb:.1f} "
+        print(f"BENCH_SUMMARY bounties={args.bounties} readers={args.readers} streamed={streamed} "
+              f"baseline_mb={baseline:.0f} peak_mb={peak:.0f} growth_mb={growth:.0f} body_mb={body_mb:.1f} "
               f"reads_p50_ms={statistics.median(busy) * 1000:.0f} reads_max_ms={max(busy) * 1000:.0f} "
               f"quiet_p50_ms={statistics.median(quiet) * 1000:.0f} quiet_max_ms={max(quiet) * 1000:.0f}")
     finally:

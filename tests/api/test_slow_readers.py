@@ -4,7 +4,8 @@ takes it (bountysite/daphne_bend.py, patch 6), and a client that stops taking it
 BOUNTY_HTTP_STALL_SECONDS, its response's database cursor closed and its connection given back.
 
 The server's pool holds one connection (PostgreSQL), so a read answered after a stalled one shows
-that the stalled read gave its connection back."""
+that the stalled read gave its connection back. A second server streams one list at a time
+(BOUNTY_HTTP_MAX_STREAMS), so that slow readers cannot hold every database connection."""
 
 from __future__ import annotations
 
@@ -35,20 +36,28 @@ TRANSACTIONS = ("SELECT count(*) FROM pg_stat_activity WHERE datname = current_d
                 "AND pid <> pg_backend_pid() AND state LIKE 'idle in transaction%%'")
 
 
-@pytest.fixture(scope="module")
-def server(django_db_setup: None) -> Iterator[Server]:
+def serve(**settings: str) -> Iterator[Server]:
     env = {
         **os.environ, "DATABASE_URL": database_url(), "BOUNTY_CHAIN_ID": "91342",
         "BOUNTY_CONTRACT_ADDRESS": ACTIVE_CONTRACT, "BOUNTY_USDC_ADDRESS": ACTIVE_USDC,
-        "BOUNTY_API_CACHE_SECONDS": "0", "BOUNTY_RATE_LIMIT": "1000000",
-        "BOUNTY_HTTP_STALL_SECONDS": str(STALL_SECONDS), "DATABASE_POOL_MIN": "0", "DATABASE_POOL_MAX": "1",
-        "DATABASE_POOL_TIMEOUT": "3",
+        "BOUNTY_API_CACHE_SECONDS": "0", "BOUNTY_RATE_LIMIT": "1000000", "DATABASE_POOL_MIN": "0",
+        "DATABASE_POOL_TIMEOUT": "3", **settings,
     }
     for name in ("BOUNTY_RPC_URL", "REDIS_URL", "DJANGO_DEBUG"):
         env.pop(name, None)
     instance = start_daphne(env)
     yield instance
     stop(instance.process)
+
+
+@pytest.fixture(scope="module")
+def server(django_db_setup: None) -> Iterator[Server]:
+    yield from serve(BOUNTY_HTTP_STALL_SECONDS=str(STALL_SECONDS), DATABASE_POOL_MAX="1")
+
+
+@pytest.fixture(scope="module")
+def one_stream(django_db_setup: None) -> Iterator[Server]:
+    yield from serve(BOUNTY_HTTP_MAX_STREAMS="1", DATABASE_POOL_MAX="3")
 
 
 @pytest.fixture
@@ -139,3 +148,17 @@ def test_while_a_reader_stalls_the_server_reads_no_further_than_the_client_takes
             received += chunk
     assert len(orjson.loads(dechunked(bytes(received)))) == BOUNTIES
     assert wait_for_no_cursor() == (0, 0)
+
+
+def test_an_unpaged_list_past_the_streams_a_process_may_hold_answers_503_and_pages_still_answer(
+        one_stream: Server, big_list: None) -> None:
+    wire = Wire(one_stream)
+    with slow_client(one_stream):  # holds the one stream, reading nothing
+        time.sleep(0.5)
+        busy = wire.send("GET", "/bounties")
+        assert busy.status == 503 and busy.headers["retry-after"] == "5"
+        assert "BOUNTY_HTTP_MAX_STREAMS" in busy.json()["detail"]
+        assert wire.send("GET", "/bounties?limit=1").status == 200
+    time.sleep(0.5)  # the slow client gone, its stream ends and frees its slot
+    assert len(wire.send("GET", "/bounties").json()) == BOUNTIES
+    wire.finish()
