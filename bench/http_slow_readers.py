@@ -253,7 +253,7 @@ def main() -> None:
         refused = sum(reader.status == 503 for reader in readers)
         growth = peak - baseline
         print(f"{args.readers} slow readers at {args.rate / 1000:.0f} KB/s for {args.hold:.0f} s took {taken:.1f} MB: "
-              f"{streamed} streamed, {refused} answered 503 (BOUNTY_HTTP_MAX_STREAMS), {cut} closed by the server")
+              f"{streamed} streamed, {refused} answered 503, {cut} closed by the server")
         print(f"RSS: baseline {baseline:.0f} MB, peak {peak:.0f} MB: growth {growth:.0f} MB "
               f"(whole bodies buffered would be {args.readers * body_mb:,.0f} MB; "
               f"target <= {TARGET_GROWTH_MB} MB: {'met' if growth <= TARGET_GROWTH_MB else 'NOT met'})")
