@@ -1,6 +1,7 @@
 """ASGI entry point, served by daphne (`daphne bountysite.asgi:application`, and `manage.py
 runserver`, which is daphne's): HTTP to Django (through bountysite/daphne_bend.py's layer that sends
-no body for a HEAD, 204 or 304), the websocket `/ws/events` to Channels.
+no body for a HEAD, 204 or 304, and whose patch 6 writes a body as the client takes it), the
+websocket `/ws/events` to Channels.
 
 No origin validator wraps the websocket: the feed is public and read-only and reads no
 credentials (records/ws/consumer.py), so a cross-origin page gains nothing by opening it.
@@ -9,6 +10,7 @@ credentials (records/ws/consumer.py), so a cross-origin page gains nothing by op
 import gc
 import os
 
+from django.conf import settings
 from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "bountysite.settings")
@@ -20,7 +22,7 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from bountysite import daphne_bend  # noqa: E402
 from records.routing import websocket_urlpatterns  # noqa: E402
 
-daphne_bend.install()
+daphne_bend.install(http_stall_seconds=settings.BOUNTY_HTTP_STALL_SECONDS)
 
 # Python's default collects its young generation every 700 new objects, promoting whatever is in
 # flight at that moment; with 1,000 websocket connections the old generation grows fast and each

@@ -1,9 +1,10 @@
-"""Where the service bends daphne 4.2 (and the Twisted and autobahn under it): four patches, one
-install(), and an ASGI layer in front of Django (5).
+"""Where the service bends daphne 4.2 (and the Twisted and autobahn under it): five patches (1-4
+and 6), one install(), and an ASGI layer in front of Django (5).
 
 `bountysite.asgi` calls `install()`, so `daphne bountysite.asgi:application` and `manage.py
 runserver` (daphne's) both get every patch; it is idempotent; and it serves Django through
-`BodilessResponses`. tests/websocket/test_daphne_bend.py serves one bare ASGI application from two
+`BodilessResponses`; it passes patch 6 its setting (`BOUNTY_HTTP_STALL_SECONDS`).
+tests/websocket/test_daphne_bend.py serves one bare ASGI application from two
 real daphne processes, one with the bend and one without: for each patch one test fails if the
 bend is wrong, and one fails once an upgrade makes it unnecessary (upstream then does it alone:
 delete the patch and its tests). Patch 4 is tested the same two ways in
@@ -71,16 +72,38 @@ tests/api/test_reason_phrases.py, the layer 5 in tests/api/test_bodiless.py.
    or 304's Content-Length. Not computing a body that is then dropped is the application's part
    (records.api.caching skips the records of a streamed list for a HEAD). When daphne keeps a HEAD
    bodiless itself, only the Content-Length part remains needed.
+
+6. **HTTP bodies with backpressure, and a stall limit.** Upstream: `http.response.body` completes
+   at once, as `websocket.send` did before patch 2: a streamed body (an unpaged list of 200,000
+   records is about 180 MB) is read from the database and buffered by Twisted as fast as the
+   application makes it, whatever the client takes, so 20 clients reading slowly made the process
+   hold 20 whole bodies. We need a body to be made as the client takes it. Twisted's HTTP
+   channel is already the transport's producer (it pauses reading the next request while the
+   socket is full) and hands the pause on to the request's own producer, if one is registered:
+   the patch registers one on the request (`Request.registerProducer`, never on the transport,
+   which has its producer) when the response starts, and unregisters it before daphne finishes
+   the request (Twisted's request log an error for a producer left registered, and a keep-alive
+   connection's next request could not register its own). An `http.response.body` with more to
+   come then waits while the transport holds more than its `bufferSize` (64 KiB) beyond what the
+   socket took, until the socket has taken all of it. A client that has not taken it within
+   `http_stall_seconds` (the setting BOUNTY_HTTP_STALL_SECONDS: at least 64 KiB in 30 s, about
+   2 KB/s) is cut off (the connection aborted): daphne then sends the
+   application `http.disconnect`, Django cancels the response, and the application closes its
+   iterator (records.api.caching closes the database cursor on the request's thread). Without
+   the limit, a client that stops reading would hold its response, with its database cursor and
+   connection, for as long as it keeps the socket open.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable, Mapping
 from functools import partial
 from http import HTTPStatus
 from typing import Any
 
+from daphne.http_protocol import WebRequest
 from daphne.server import Server
 from daphne.ws_protocol import WebSocketProtocol
 from twisted.internet import tcp
@@ -93,6 +116,9 @@ CLOSE_HANDSHAKE_SECONDS = 10
 # RFC 6455 7.4.1 codes an endpoint may send, plus IANA's 1012-1014; 1004-1006 and 1015 never go
 # on the wire, and 1010 is for clients only.
 SENDABLE_CLOSE_CODES = frozenset({1001, 1002, 1003, 1007, 1008, 1009, 1011, 1012, 1013, 1014})
+HTTP_STALL_SECONDS = 30.0  # patch 6's limit unless install() is given the setting
+
+logger = logging.getLogger(__name__)
 
 
 class Upstream:
@@ -102,6 +128,13 @@ class Upstream:
     server_handle_reply = Server.handle_reply
     create_application = Server.create_application
     protocol_handle_reply = WebSocketProtocol.handle_reply
+    request_finish = WebRequest.finish
+
+
+class Limits:
+    """What install() was given."""
+
+    http_stall_seconds = HTTP_STALL_SECONDS
 
 
 # ---------------------------------------------------------------------------- 1. close codes
@@ -119,7 +152,8 @@ def _server_close(self: Any, code: int | None = None) -> None:
 
 @implementer(IPushProducer)
 class _Writable:
-    """Twisted's flow control of one websocket, as an asyncio event that is set while writable."""
+    """Twisted's flow control of one websocket or HTTP response, as an asyncio event that is set
+    while writable."""
 
     def __init__(self) -> None:
         self.event = asyncio.Event()
@@ -137,6 +171,9 @@ class _Writable:
 
 async def _server_handle_reply(self: Any, protocol: Any, message: dict[str, Any]) -> None:
     await Upstream.server_handle_reply(self, protocol, message)
+    if isinstance(protocol, WebRequest):
+        await _http_reply_sent(protocol, message)  # 6
+        return
     if not isinstance(protocol, WebSocketProtocol):
         return
     if message.get("type") == "websocket.accept" and protocol.transport is not None:
@@ -235,14 +272,48 @@ class BodilessResponses:
         await self.app(scope, receive, send_no_body)
 
 
+# ---------------------------------------------------------------------------- 6. HTTP bodies with backpressure
+
+
+async def _http_reply_sent(request: Any, message: dict[str, Any]) -> None:
+    """After daphne has handled an HTTP response's message: the producer registered at its start;
+    a body message with more to come returns once the transport has room again, or once the
+    client has been cut off for not making room within `Limits.http_stall_seconds`."""
+    if request.finished or request.channel is None:  # done, or the connection is gone
+        return
+    kind = message.get("type")
+    if kind == "http.response.start" and request.producer is None:
+        request._bounty_writable = _Writable()
+        request.registerProducer(request._bounty_writable, True)
+    elif kind == "http.response.body" and message.get("more_body", False):
+        writable: _Writable | None = getattr(request, "_bounty_writable", None)
+        if writable is None or writable.event.is_set():
+            return
+        try:
+            await asyncio.wait_for(writable.event.wait(), Limits.http_stall_seconds)
+        except TimeoutError:
+            logger.warning("Closed an HTTP connection whose client did not take its response for %s s: %s %s",
+                           Limits.http_stall_seconds, request.method.decode("ascii", "replace"),
+                           request.path.decode("ascii", "replace"))
+            request.transport.abortConnection()  # daphne then tells the application (http.disconnect)
+
+
+def _request_finish(self: Any) -> None:
+    if self.producer is not None and self.channel is not None:
+        self.unregisterProducer()
+    Upstream.request_finish(self)
+
+
 # ---------------------------------------------------------------------------- install
 
 
-def install() -> None:
-    """Applies every patch (idempotent)."""
+def install(*, http_stall_seconds: float = HTTP_STALL_SECONDS) -> None:
+    """Applies every patch (idempotent); `http_stall_seconds` is patch 6's limit."""
     WebSocketProtocol.serverClose = _server_close  # 1
     Server.handle_reply = _server_handle_reply  # 2
     Server.create_application = _create_application  # 3
     WebSocketProtocol.handle_reply = _protocol_handle_reply  # 3
     for status in HTTPStatus:  # 4
         http.RESPONSES.setdefault(status.value, status.phrase.encode("ascii"))
+    Limits.http_stall_seconds = http_stall_seconds  # 6, with Server.handle_reply above
+    WebRequest.finish = _request_finish  # 6

@@ -237,6 +237,13 @@ BOUNTY_ADMIN_LOGIN_RATE_LIMIT = env_int("BOUNTY_ADMIN_LOGIN_RATE_LIMIT", 10, min
 BOUNTY_ADMIN_LOGIN_RATE_WINDOW_SECONDS = env_int("BOUNTY_ADMIN_LOGIN_RATE_WINDOW_SECONDS", 300, minimum=1)
 BOUNTY_TRUSTED_PROXIES = env_networks("BOUNTY_TRUSTED_PROXIES")
 
+# A response body is written as the client takes it; one that has not taken the 64 KiB the server
+# holds for it within this many seconds is cut off (bountysite/daphne_bend.py, patch 6).
+BOUNTY_HTTP_STALL_SECONDS = env_int("BOUNTY_HTTP_STALL_SECONDS", 30, minimum=1, maximum=3_600)
+# Unpaged lists a web process streams at once: each holds a database connection while its client
+# reads (records.api.caching); keep it well below DATABASE_POOL_MAX.
+BOUNTY_HTTP_MAX_STREAMS = env_int("BOUNTY_HTTP_MAX_STREAMS", 4, minimum=1)
+
 # CORS (django-cors-headers; docs/api.md, Cross-origin requests): pages on the allowed origins may
 # read the public routes, the front page and the schema. Never the admin, /metrics or the docs
 # pages. Nothing is read from credentials, so none are allowed and `*` is a safe default.

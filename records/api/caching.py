@@ -13,18 +13,22 @@ they are sent; their tag is derived from the cache key instead (equal for equal 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator
-from typing import Any
+import threading
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Iterator
+from typing import Any, cast
 
 import orjson
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.cache import cache
 from django.core.handlers.asgi import ASGIRequest
+from django.db import connection as db_connection
 from django.http import HttpRequest, HttpResponse, HttpResponseBase, HttpResponseNotModified, StreamingHttpResponse
 from django.utils.http import parse_etags
 from rest_framework.request import Request
 from rest_framework.response import Response
+
+from records.api.errors import RETRY_AFTER_SECONDS, error_response
 
 CACHE_CONTROL = "public, no-cache"
 
@@ -90,30 +94,109 @@ def respond(request: Request, key: str, build: Callable[[], Any]) -> HttpRespons
     return Response(orjson.loads(orjson.dumps(build())))  # stored bodies parsed, to be shown indented
 
 
-async def _pull(chunks: Iterator[bytes]) -> AsyncIterator[bytes]:
+async def _pull(chunks: Iterator[bytes]) -> AsyncGenerator[bytes]:
     """Each chunk of a synchronous (database) iterator, fetched when the client is ready for it.
 
     Under ASGI, Django would turn a synchronous iterator into a list before sending the first
     byte; stepping it through sync_to_async keeps memory bounded. Thread-sensitive calls all
-    run on the request's one sync thread, so the database cursor stays on its connection."""
+    run on the request's one sync thread, so the database cursor stays on its connection, and is
+    closed there too when the response is abandoned (a client gone, or cut off for stalling)."""
     def following() -> bytes | None:
         return next(chunks, None)
 
     step = sync_to_async(following, thread_sensitive=True)
-    while (chunk := await step()) is not None:
-        yield chunk
+    try:
+        while (chunk := await step()) is not None:
+            yield chunk
+    finally:
+        close = getattr(chunks, "close", None)
+        if close is not None:
+            await sync_to_async(close, thread_sensitive=True)()
+
+
+class _ClosingStream(StreamingHttpResponse):
+    """A streamed response that closes its source when Django stops reading it.
+
+    Django closes only the outermost of the generators wrapped around the source (its own, and
+    bountysite.access's) when the client goes away; the source would be closed whenever the
+    garbage collector finalises it, after the request has given its database connection back, so
+    its cursor would then be closed on a connection another request may be using."""
+
+    def __init__(self, source: AsyncGenerator[bytes], **kwargs: Any) -> None:
+        super().__init__(source, **kwargs)
+        self.source = source
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        parts = cast(AsyncIterator[bytes], self.streaming_content)  # asynchronous, as the source is
+        try:
+            async for part in parts:
+                yield part
+        finally:
+            await self.source.aclose()
+
+
+# Each streamed array holds a database connection (on PostgreSQL, one of the pool's) for as long
+# as its client takes to read it: a process streams at most BOUNTY_HTTP_MAX_STREAMS at once, so
+# that slow readers cannot take the connections every other request needs.
+_STREAM_SLOTS = threading.BoundedSemaphore(settings.BOUNTY_HTTP_MAX_STREAMS)
+STREAM_SLOT_WAIT_SECONDS = 5  # how long a request waits for a stream to end before its 503
+
+
+class _Slot:
+    """A stream's chunks, holding one of the process's stream slots until they are closed."""
+
+    def __init__(self, chunks: Iterator[bytes]) -> None:
+        self.chunks = chunks
+        self.held = True
+
+    def __iter__(self) -> Iterator[bytes]:
+        return self
+
+    def __next__(self) -> bytes:
+        return next(self.chunks)
+
+    def close(self) -> None:
+        close = getattr(self.chunks, "close", None)
+        if close is not None:
+            close()
+        self._release()
+
+    def __del__(self) -> None:  # dropped unread: its request was cancelled before the body began
+        self._release()
+
+    def _release(self) -> None:
+        if self.held:
+            self.held = False
+            _STREAM_SLOTS.release()
+
+
+def streams_busy() -> HttpResponse:
+    response = error_response(
+        f"this server is streaming as many unpaged lists as it may ({settings.BOUNTY_HTTP_MAX_STREAMS}, "
+        "BOUNTY_HTTP_MAX_STREAMS); try again shortly, or read pages (limit, cursor)", 503)
+    response["Retry-After"] = str(RETRY_AFTER_SECONDS)
+    return response
 
 
 def streamed_json_array(request: HttpRequest, key: str, chunks: Callable[[], Iterator[bytes]]) -> HttpResponseBase:
-    """A JSON array streamed chunk by chunk, tagged by its cache key. A HEAD reads no records: its
-    headers are GET's (no Content-Length, which a stream never has) and its body would be dropped."""
+    """A JSON array streamed chunk by chunk, tagged by its cache key, in one of the process's stream
+    slots (a 503 when none frees up in time). A HEAD reads no records: its headers are GET's (no
+    Content-Length, which a stream never has) and its body would be dropped."""
     etag = f'W/"{key.removeprefix("api:")[:32]}"'
     if if_none_match(request, etag):
         return not_modified(etag)
     served_by_asgi = isinstance(getattr(request, "_request", request), ASGIRequest)  # DRF wraps the request
-    array = iter(()) if request.method == "HEAD" else chunks()
-    body = _pull(array) if served_by_asgi else array
-    response = StreamingHttpResponse(body, content_type="application/json")
+    array: Iterator[bytes] = iter(())
+    if request.method != "HEAD":
+        if not _STREAM_SLOTS.acquire(blocking=False):
+            # Waiting, the request gives its database connection back: on PostgreSQL, requests
+            # waiting here would otherwise take the pool's connections from every other request.
+            db_connection.close()
+            if not _STREAM_SLOTS.acquire(timeout=STREAM_SLOT_WAIT_SECONDS):
+                return streams_busy()
+        array = _Slot(chunks())
+    response = (_ClosingStream(_pull(array), content_type="application/json") if served_by_asgi
+                else StreamingHttpResponse(array, content_type="application/json"))
     response["ETag"] = etag
     response["Cache-Control"] = CACHE_CONTROL
     response["Vary"] = "Accept"  # the same URL serves the browsable API to browsers

@@ -9,7 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.utils import OpenApiParameter, PolymorphicProxySerializer, extend_schema, extend_schema_view
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    PolymorphicProxySerializer,
+    extend_schema,
+    extend_schema_view,
+)
 from rest_framework import serializers
 
 from records.kinds import BOUNTY, DISPUTE, SUBMISSION, Kind, RecordKind
@@ -254,6 +260,9 @@ def record_schema(viewset: Any) -> Any:
                                                 serializers=[plain(many=True), page], resource_type_field_name=None,
                                                 many=False),
                 400: ErrorSerializer,
+                503: OpenApiResponse(ErrorSerializer, description=(
+                    "an unpaged array while the server streams as many as it may (BOUNTY_HTTP_MAX_STREAMS); "
+                    "pages are not limited so")),
             },
         ),
         retrieve=extend_schema(operation_id=f"{noun}_get", summary=f"One {noun}", description=_QUALIFIED,
@@ -297,6 +306,9 @@ def add_common_responses(result: dict[str, Any], generator: Any, request: Any, p
                 "description": "rate limit exceeded", "content": _ERROR,
                 "headers": {"Retry-After": {"schema": {"type": "integer"}, "description": "seconds, at least 1"}},
             })
+            if "503" in responses:
+                responses["503"].setdefault("headers", {})["Retry-After"] = {"schema": {"type": "integer"},
+                                                                             "description": "seconds"}
             for response in responses.values():
                 response.setdefault("headers", {}).update(_RATE_HEADERS)
     return result

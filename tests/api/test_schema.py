@@ -110,6 +110,14 @@ def test_every_error_and_the_rate_limit_headers_are_documented(schema: dict[str,
     assert {"ETag", "Cache-Control"} <= set(responses["200"]["headers"])
 
 
+@pytest.mark.parametrize("resource", ["bounties", "submissions", "disputes"])
+def test_a_list_documents_its_503_past_the_streams_a_server_may_hold(schema: dict[str, Any], resource: str) -> None:
+    busy = schema["paths"][f"/{resource}"]["get"]["responses"]["503"]
+    assert "BOUNTY_HTTP_MAX_STREAMS" in busy["description"]
+    assert "Retry-After" in busy["headers"]
+    assert _resolve(schema, busy["content"]["application/json"]["schema"])["required"] == ["detail"]
+
+
 @pytest.mark.parametrize("path", sorted(RECORD_ROUTES))
 def test_a_304_is_documented_with_the_tag_and_without_a_body(schema: dict[str, Any], path: str) -> None:
     not_modified = schema["paths"][path]["get"]["responses"]["304"]

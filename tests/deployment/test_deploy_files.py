@@ -74,6 +74,20 @@ def test_prometheus_scrapes_the_ports_of_the_units_and_nginx_hides_metrics() -> 
     assert all(re.fullmatch(r"127\.0\.0\.1:\d+", target) for target in targets["bounty-indexer"])
 
 
+def test_nginx_limits_connections_per_address_and_the_temporary_file_of_a_response() -> None:
+    nginx = (DEPLOY / "nginx.conf").read_text()
+    zone = re.search(r"^limit_conn_zone \$binary_remote_addr zone=(\w+):\d+m;$", nginx, re.M)
+    assert zone is not None
+    tls_server = nginx[nginx.index("listen 443"):]
+    limit = re.search(rf"^    limit_conn {zone.group(1)} (\d+);$", tls_server, re.M)
+    assert limit is not None
+    # Above the websocket's own cap per client, which closes with 1008 and says why.
+    assert int(limit.group(1)) > bountysite.settings.BOUNTY_WS_MAX_CONNECTIONS_PER_CLIENT
+    pages = tls_server[tls_server.index("location / {"):]
+    temp_file = re.search(r"^        proxy_max_temp_file_size (\d+)m;$", pages, re.M)
+    assert temp_file is not None and int(temp_file.group(1)) <= 64
+
+
 ENV_READ = re.compile(r'\benv_([a-z]+)\(\s*"([A-Z][A-Z0-9_]*)"')  # a typed reader's call in settings.py: (reader, name)
 
 

@@ -71,6 +71,8 @@ def test_debug_is_off_and_a_secret_key_is_required_by_default(tmp_path: Path) ->
         ({"BOUNTY_INDEXER_METRICS_ADDRESS": "localhost"}, "BOUNTY_INDEXER_METRICS_ADDRESS must be an IP address"),
         ({"BOUNTY_METRICS_ALLOWED": "10.0.0.0/8, prometheus"}, "BOUNTY_METRICS_ALLOWED must list IP addresses"),
         ({"BOUNTY_RPC_TIMEOUT_SECONDS": "0"}, "BOUNTY_RPC_TIMEOUT_SECONDS must be at least 1, got 0"),
+        ({"BOUNTY_HTTP_STALL_SECONDS": "0"}, "BOUNTY_HTTP_STALL_SECONDS must be at least 1, got 0"),
+        ({"BOUNTY_HTTP_MAX_STREAMS": "0"}, "BOUNTY_HTTP_MAX_STREAMS must be at least 1, got 0"),
         ({"BOUNTY_INDEXER_MAX_WAIT_MS": "500"}, "BOUNTY_INDEXER_MAX_WAIT_MS must be at least 1000, got 500"),
         ({"BOUNTY_INDEXER_POLL_MS": "20000", "BOUNTY_INDEXER_MAX_WAIT_MS": "10000"},
          "BOUNTY_INDEXER_MAX_WAIT_MS (10000) must be at least BOUNTY_INDEXER_POLL_MS (20000)"),

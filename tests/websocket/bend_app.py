@@ -1,11 +1,15 @@
-"""A bare ASGI websocket application for test_daphne_bend.py, served as it is (daphne upstream)
-and by bend_app_installed.py (with bountysite/daphne_bend.py installed). By path:
+"""A bare ASGI application for test_daphne_bend.py, served as it is (daphne upstream) and by
+bend_app_installed.py (with bountysite/daphne_bend.py installed, HTTP_STALL_SECONDS its limit).
+Websockets, by path:
 
 - `/close?code=N`: accepts, then closes with code N.
 - `/flood`: accepts, sends FLOOD_MESSAGES texts of 1 MiB through `websocket.send`, then a last
   text `{"flood_seconds": ...}`: how long those sends took to complete.
 - `/frames`: accepts; with the `websocket.frames` extension in the scope, sends two messages in
   one `websocket.frames` message; without it, `{"extension": false}`.
+
+Any HTTP request is answered as the websocket's `/flood`: FLOOD_MESSAGES body messages of 1 MiB,
+then a last one, `{"flood_seconds": ...}`.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from typing import Any
 from urllib.parse import parse_qs
 
 FLOOD_MESSAGES = 24
+HTTP_STALL_SECONDS = 4  # well above test_daphne_bend.UNREAD_SECONDS
 FRAMES_EXTENSION = "websocket.frames"
 
 
@@ -28,6 +33,14 @@ def text_frame(data: bytes) -> bytes:
 
 async def application(scope: dict[str, Any], receive: Callable[[], Awaitable[dict[str, Any]]],
                       send: Callable[[dict[str, Any]], Awaitable[None]]) -> None:
+    if scope["type"] == "http":
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
+        started = time.perf_counter()
+        for _ in range(FLOOD_MESSAGES):
+            await send({"type": "http.response.body", "body": b"x" * (1 << 20), "more_body": True})
+        await send({"type": "http.response.body", "body": json.dumps({"flood_seconds": time.perf_counter() - started})
+                    .encode()})
+        return
     assert scope["type"] == "websocket"
     await receive()  # websocket.connect
     await send({"type": "websocket.accept"})

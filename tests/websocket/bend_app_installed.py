@@ -1,9 +1,9 @@
 """bend_app.py's application, served by daphne with bountysite/daphne_bend.py installed as
-bountysite/asgi.py installs it."""
+bountysite/asgi.py installs it, with bend_app.py's stall limit."""
 
 from bountysite import daphne_bend
-from tests.websocket.bend_app import application
+from tests.websocket.bend_app import HTTP_STALL_SECONDS, application
 
-daphne_bend.install()
+daphne_bend.install(http_stall_seconds=HTTP_STALL_SECONDS)
 
 __all__ = ["application"]

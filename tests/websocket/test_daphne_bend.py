@@ -3,12 +3,14 @@ application with the bend installed, one serving it as daphne upstream does. For
 test fails if the bend is wrong, and one fails once an upgrade of daphne (or autobahn, Twisted)
 makes it unnecessary -- then delete the patch and its tests. (Patch 4, the reason phrases, is
 checked the same two ways in tests/api/test_reason_phrases.py; bend 5, the ASGI layer for bodiless
-responses, in tests/api/test_bodiless.py.)"""
+responses, in tests/api/test_bodiless.py; patch 6's stall limit through Django, with a database
+cursor to close, in tests/api/test_slow_readers.py.)"""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import time
 from collections.abc import Iterator
@@ -17,7 +19,7 @@ from typing import Any
 import pytest
 
 from tests.servers import Server, start_daphne, stop
-from tests.websocket.bend_app import FLOOD_MESSAGES
+from tests.websocket.bend_app import FLOOD_MESSAGES, HTTP_STALL_SECONDS
 from tests.websocket.conftest import close_code, open_client, receive
 
 UNREAD_SECONDS = 2.0  # how long the flood's client reads nothing
@@ -53,22 +55,26 @@ def test_daphne_alone_still_cannot_close_with_1008(upstream: Server) -> None:
 
 # ---------------------------------------------------------------------------- 2. backpressure
 
+WEBSOCKET_FLOOD = (b"GET /flood HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                   b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
+HTTP_FLOOD = b"GET /flood HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+LAST_MESSAGE = re.compile(rb'\{"flood_seconds": [0-9.e-]+\}')
 
-def _flood_seconds(server: Server) -> float:
+
+def _flood_seconds(server: Server, request: bytes = WEBSOCKET_FLOOD) -> float:
     """Opens /flood on a raw socket, reads nothing for UNREAD_SECONDS, then everything: how long
     the application's sends took to complete."""
     with socket.create_connection(("127.0.0.1", server.port), timeout=30) as raw:
-        raw.sendall(b"GET /flood HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-                    b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
+        raw.sendall(request)
         time.sleep(UNREAD_SECONDS)
         data = b""
         wanted = FLOOD_MESSAGES * (1 << 20)
-        while b"flood_seconds" not in data[wanted:]:
+        while not (last := LAST_MESSAGE.search(data, wanted)):
             chunk = raw.recv(1 << 20)
             assert chunk, "the server closed before its last message"
             data += chunk
-    last: dict[str, Any] = json.loads(data[data.rindex(b"{"):data.rindex(b"}") + 1])
-    return float(last["flood_seconds"])
+    flood: dict[str, Any] = json.loads(last.group())
+    return float(flood["flood_seconds"])
 
 
 def test_a_send_waits_while_the_client_reads_nothing(bent: Server) -> None:
@@ -91,3 +97,35 @@ def test_prebuilt_frames_arrive_as_the_messages_they_frame(bent: Server) -> None
 def test_daphne_alone_still_offers_no_frames_extension(upstream: Server) -> None:
     with open_client(f"ws://127.0.0.1:{upstream.port}/frames") as client:
         assert receive(client) == {"extension": False}, "daphne offers websocket.frames now: patch 3 can go"
+
+
+# ---------------------------------------------------------------------------- 6. HTTP bodies with backpressure
+
+
+def test_an_http_body_is_sent_as_the_client_takes_it(bent: Server) -> None:
+    assert _flood_seconds(bent, HTTP_FLOOD) >= UNREAD_SECONDS * 0.75
+
+
+def test_daphne_alone_still_takes_every_http_body_message_at_once(upstream: Server) -> None:
+    assert _flood_seconds(upstream, HTTP_FLOOD) < UNREAD_SECONDS * 0.5, "daphne has backpressure now: patch 6 can go"
+
+
+def test_an_http_client_that_takes_nothing_is_cut_off_after_the_stall_limit(bent: Server) -> None:
+    raw = socket.socket()
+    raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8_192)  # the server's socket fills after little
+    with raw:
+        raw.connect(("127.0.0.1", bent.port))
+        raw.sendall(HTTP_FLOOD)
+        time.sleep(HTTP_STALL_SECONDS + 2)
+        raw.settimeout(5)
+        received, closed = b"", True
+        try:
+            while chunk := raw.recv(1 << 20):
+                received += chunk
+        except ConnectionResetError:  # aborted: what the socket still held is gone
+            pass
+        except TimeoutError:
+            closed = False
+    assert closed, f"the connection is still open after {len(received)} bytes"
+    assert len(received) < FLOOD_MESSAGES * (1 << 20) // 2
+    assert not LAST_MESSAGE.search(received)

@@ -728,6 +728,23 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description an unpaged array while the server streams as many as it may (BOUNTY_HTTP_MAX_STREAMS); pages are not limited so */
+            503: {
+                headers: {
+                    /** @description seconds */
+                    "Retry-After"?: number;
+                    /** @description requests allowed per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description requests left in this window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time when the window resets */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
         };
     };
     bounty_get: {
@@ -1058,6 +1075,23 @@ export interface operations {
             429: {
                 headers: {
                     /** @description seconds, at least 1 */
+                    "Retry-After"?: number;
+                    /** @description requests allowed per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description requests left in this window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time when the window resets */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description an unpaged array while the server streams as many as it may (BOUNTY_HTTP_MAX_STREAMS); pages are not limited so */
+            503: {
+                headers: {
+                    /** @description seconds */
                     "Retry-After"?: number;
                     /** @description requests allowed per window */
                     "X-RateLimit-Limit"?: number;
@@ -1426,6 +1460,23 @@ export interface operations {
             429: {
                 headers: {
                     /** @description seconds, at least 1 */
+                    "Retry-After"?: number;
+                    /** @description requests allowed per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description requests left in this window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time when the window resets */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description an unpaged array while the server streams as many as it may (BOUNTY_HTTP_MAX_STREAMS); pages are not limited so */
+            503: {
+                headers: {
+                    /** @description seconds */
                     "Retry-After"?: number;
                     /** @description requests allowed per window */
                     "X-RateLimit-Limit"?: number;
