@@ -376,6 +376,7 @@ LOGGING = {
         # The access lines are the service's own (bountysite/access.py); runserver's would repeat them.
         "django.channels.server": {"level": "WARNING"},
         "django.db.backends": {"level": "INFO"},
+        "axes": {"level": "WARNING"},  # its lockouts are warnings; at INFO it says its version at every start
         "httpx": {"level": "WARNING"},
         "httpcore": {"level": "WARNING"},
     },

@@ -38,7 +38,8 @@ def manage(*args: str, tmp_path: Path, **env: str) -> subprocess.CompletedProces
 def test_check_deploy_is_clean_with_production_settings(tmp_path: Path) -> None:
     result = manage("check", "--deploy", "--fail-level", "WARNING", tmp_path=tmp_path, **PRODUCTION)
     assert result.returncode == 0, result.stderr
-    assert "System check identified no issues (0 silenced)." in result.stdout
+    # One silenced on purpose: django-axes' advice to lock by address too (bountysite/settings.py says why).
+    assert "System check identified no issues (1 silenced)." in result.stdout
 
 
 def test_migrations_are_up_to_date(tmp_path: Path) -> None:
