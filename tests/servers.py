@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import resource
 import shutil
 import signal
 import socket
@@ -53,9 +54,14 @@ def start_daphne(env: dict[str, str], application: str = "bountysite.asgi:applic
     return serve_command([DAPHNE, "-b", "127.0.0.1", "-p", str(port), application], port, env)
 
 
-def serve_command(command: list[str], port: int, env: dict[str, str]) -> Server:
-    """Starts `command`, a daphne that listens on `port`, and waits until it does."""
-    process = subprocess.Popen(command, cwd=PROJECT_DIR, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+def serve_command(command: list[str], port: int, env: dict[str, str], open_files: int | None = None) -> Server:
+    """Starts `command`, a daphne that listens on `port`, and waits until it does; with `open_files`
+    as its soft limit on open files if given (as far as this process's hard limit allows)."""
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    limit = None if open_files is None else lambda: resource.setrlimit(
+        resource.RLIMIT_NOFILE, (min(open_files, hard) if hard != resource.RLIM_INFINITY else open_files, hard))
+    process = subprocess.Popen(command, cwd=PROJECT_DIR, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                               preexec_fn=limit)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         if process.poll() is not None:

@@ -8,10 +8,13 @@ import re
 import secrets
 import shlex
 
+from contracts.devchain import free_port
 from tests.deployment.test_deploy_files import DEPLOY, env_example, settings_source
 from tests.factories import ACTIVE_CONTRACT, ACTIVE_USDC
+from tests.servers import DAPHNE, Server, serve_command
 
 PLACEHOLDER = re.compile(r"<([^<>]+)>")
+SYSTEMD_DEFAULT_OPEN_FILES = 1_024  # DefaultLimitNOFILE's soft limit (systemd-system.conf)
 
 
 def production_environment(*, database_url: str, redis_url: str, **extra: str) -> dict[str, str]:
@@ -43,10 +46,19 @@ def exec_start(unit: str) -> list[str]:
 
 
 def limit_nofile() -> int:
-    """The open files deploy/bounty-web@.service lets a web process have (LimitNOFILE=)."""
+    """The open files deploy/bounty-web@.service lets a web process have: its LimitNOFILE=, or
+    systemd's default soft limit for a service that sets none."""
     limits = re.findall(r"^LimitNOFILE=(\d+)$", (DEPLOY / "bounty-web@.service").read_text(), re.M)
-    assert len(limits) == 1, limits
-    return int(limits[0])
+    assert len(limits) <= 1, limits
+    return int(limits[0]) if limits else SYSTEMD_DEFAULT_OPEN_FILES
+
+
+def start_web_unit(env: dict[str, str]) -> Server:
+    """A web process as deploy/bounty-web@.service starts it, with its limit on open files (as far
+    as this machine's hard limit allows), its instance a free port (8000 may be taken here)."""
+    port = free_port()
+    command = [DAPHNE, *(word.replace("%i", str(port)) for word in exec_start("bounty-web@.service")[1:])]
+    return serve_command(command, port, env, open_files=limit_nofile())
 
 
 def default_websocket_cap() -> int:

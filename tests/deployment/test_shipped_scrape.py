@@ -7,17 +7,14 @@ the Host check; a request from elsewhere, or with a name, is still held to DJANG
 from __future__ import annotations
 
 import http.client
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import yaml
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
-from contracts.devchain import free_port
-from tests.deployment.shipped import exec_start, production_environment
 from tests.deployment.test_deploy_files import DEPLOY
-from tests.servers import DAPHNE, Server, database_url, serve_command, stop
+from tests.servers import Server
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -35,19 +32,6 @@ def web_job() -> dict[str, Any]:
     config = yaml.safe_load((DEPLOY / "prometheus.yml").read_text())
     job: dict[str, Any] = next(job for job in config["scrape_configs"] if job["job_name"] == "bounty-web")
     return job
-
-
-@pytest.fixture
-def web_process(shared_redis: str) -> Iterator[Server]:
-    """A web process as the unit starts it, its instance a free port (the targets' 8000 may be taken
-    on this machine), with the example's environment."""
-    port = free_port()
-    command = [DAPHNE, *(word.replace("%i", str(port)) for word in exec_start("bounty-web@.service")[1:])]
-    env = production_environment(database_url=database_url(), redis_url=shared_redis)
-    assert env["DJANGO_ALLOWED_HOSTS"] == "bounties.example.org" and "DJANGO_SECURE_SSL_REDIRECT" not in env
-    server = serve_command(command, port, env)
-    yield server
-    stop(server.process)
 
 
 def scrape(host: str, port: int, path: str, **headers: str) -> http.client.HTTPResponse:
