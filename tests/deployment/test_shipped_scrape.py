@@ -13,8 +13,9 @@ import pytest
 import yaml
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
+from tests.deployment.shipped import production_environment, start_web_unit
 from tests.deployment.test_deploy_files import DEPLOY
-from tests.servers import Server
+from tests.servers import Server, database_url, stop
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -65,3 +66,14 @@ def test_only_an_allowed_peers_scrape_by_address_escapes_the_host_check(web_proc
     assert scrape("127.0.0.1", port, "/metrics", Host="bounties.example.org").status == 200  # allowed, not redirected
     forwarded = scrape("127.0.0.1", port, "/metrics", **{"X-Forwarded-For": "198.51.100.7"})
     assert forwarded.status == 400  # through a proxy it is not the operator's scrape
+
+
+def test_a_scrape_by_address_from_a_peer_not_allowed_is_held_to_the_allowed_hosts(shared_redis: str) -> None:
+    env = production_environment(database_url=database_url(), redis_url=shared_redis,
+                                 BOUNTY_METRICS_ALLOWED="192.0.2.0/24")  # not this test's loopback
+    server = start_web_unit(env)
+    try:
+        assert scrape("127.0.0.1", server.port, "/metrics").status == 400
+        assert scrape("127.0.0.1", server.port, "/metrics", Host="bounties.example.org").status == 403
+    finally:
+        stop(server.process)
