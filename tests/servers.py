@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import resource
 import shutil
 import signal
 import socket
@@ -13,7 +12,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -54,14 +53,12 @@ def start_daphne(env: dict[str, str], application: str = "bountysite.asgi:applic
     return serve_command([DAPHNE, "-b", "127.0.0.1", "-p", str(port), application], port, env)
 
 
-def serve_command(command: list[str], port: int, env: dict[str, str], open_files: int | None = None) -> Server:
-    """Starts `command`, a daphne that listens on `port`, and waits until it does; with `open_files`
-    as its soft limit on open files if given (as far as this process's hard limit allows)."""
-    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
-    limit = None if open_files is None else lambda: resource.setrlimit(
-        resource.RLIMIT_NOFILE, (min(open_files, hard) if hard != resource.RLIM_INFINITY else open_files, hard))
+def serve_command(command: list[str], port: int, env: dict[str, str],
+                  preexec: Callable[[], None] | None = None) -> Server:
+    """Starts `command`, a daphne that listens on `port` (after `preexec` in the child, if given),
+    and waits until it does."""
     process = subprocess.Popen(command, cwd=PROJECT_DIR, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                               preexec_fn=limit)
+                               preexec_fn=preexec)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         if process.poll() is not None:

@@ -3,8 +3,10 @@ with only its secrets and addresses filled in, and the command lines of the syst
 
 from __future__ import annotations
 
+import ctypes
 import os
 import re
+import resource
 import secrets
 import shlex
 
@@ -15,6 +17,7 @@ from tests.servers import DAPHNE, Server, serve_command
 
 PLACEHOLDER = re.compile(r"<([^<>]+)>")
 SYSTEMD_DEFAULT_OPEN_FILES = 1_024  # DefaultLimitNOFILE's soft limit (systemd-system.conf)
+PR_SET_MDWE, PR_MDWE_REFUSE_EXEC_GAIN = 65, 1  # linux/prctl.h
 
 
 def production_environment(*, database_url: str, redis_url: str, **extra: str) -> dict[str, str]:
@@ -48,17 +51,34 @@ def exec_start(unit: str) -> list[str]:
 def limit_nofile() -> int:
     """The open files deploy/bounty-web@.service lets a web process have: its LimitNOFILE=, or
     systemd's default soft limit for a service that sets none."""
-    limits = re.findall(r"^LimitNOFILE=(\d+)$", (DEPLOY / "bounty-web@.service").read_text(), re.M)
-    assert len(limits) <= 1, limits
-    return int(limits[0]) if limits else SYSTEMD_DEFAULT_OPEN_FILES
+    limit = unit_directive("bounty-web@.service", "LimitNOFILE")
+    return int(limit) if limit is not None else SYSTEMD_DEFAULT_OPEN_FILES
+
+
+def unit_directive(unit: str, name: str) -> str | None:
+    found = re.findall(rf"^{name}=(.*)$", (DEPLOY / unit).read_text(), re.M)
+    assert len(found) <= 1, found
+    return found[0] if found else None
 
 
 def start_web_unit(env: dict[str, str]) -> Server:
-    """A web process as deploy/bounty-web@.service starts it, with its limit on open files (as far
-    as this machine's hard limit allows), its instance a free port (8000 may be taken here)."""
+    """A web process as deploy/bounty-web@.service starts it, its instance a free port (8000 may be
+    taken here): with the unit's limit on open files (its soft limit, as far as this machine's
+    hard limit allows) and, under MemoryDenyWriteExecute=, with the kernel's own refusal of
+    writable and executable memory (PR_SET_MDWE, Linux 6.3), which systemd's filter enforces."""
     port = free_port()
     command = [DAPHNE, *(word.replace("%i", str(port)) for word in exec_start("bounty-web@.service")[1:])]
-    return serve_command(command, port, env, open_files=limit_nofile())
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    soft = limit_nofile() if hard == resource.RLIM_INFINITY else min(limit_nofile(), hard)
+    deny_write_execute = unit_directive("bounty-web@.service", "MemoryDenyWriteExecute") == "true"
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+
+    def as_the_unit() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+        if deny_write_execute and prctl(PR_SET_MDWE, PR_MDWE_REFUSE_EXEC_GAIN, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "PR_SET_MDWE needs Linux 6.3 or later")
+
+    return serve_command(command, port, env, as_the_unit)
 
 
 def default_websocket_cap() -> int:
