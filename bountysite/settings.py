@@ -75,6 +75,8 @@ MIDDLEWARE = [
     "bountysite.access.AccessMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "csp.middleware.CSPMiddleware",  # CONTENT_SECURITY_POLICY, on every page that sets none of its own
+    # Prometheus's scrape by address, before CommonMiddleware checks the Host (records/metrics.py).
+    "records.metrics.MetricsMiddleware",
     # Before the rate limit: its 429s carry the CORS headers too (so a page can read Retry-After),
     # and preflights are answered without spending the client's budget.
     "corsheaders.middleware.CorsMiddleware",
@@ -345,6 +347,8 @@ if not DEBUG:
     # TLS terminates at the reverse proxy (deploy/), which sets X-Forwarded-Proto.
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
     SECURE_SSL_REDIRECT = env_bool("DJANGO_SECURE_SSL_REDIRECT", True)
+    # Prometheus scrapes each web process over plain HTTP on its own port (deploy/prometheus.yml).
+    SECURE_REDIRECT_EXEMPT = [r"^metrics$"]
     SECURE_HSTS_SECONDS = env_int("DJANGO_SECURE_HSTS_SECONDS", 31_536_000, minimum=0)
     SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS", True)
     SECURE_HSTS_PRELOAD = env_bool("DJANGO_SECURE_HSTS_PRELOAD", True)

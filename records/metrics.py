@@ -10,15 +10,25 @@ a file write per sample, and has no per-process gauges such as the open websocke
 `/metrics` answers only peers in BOUNTY_METRICS_ALLOWED (loopback by default), and never a
 request that came through a proxy (it carries X-Forwarded-For or Forwarded): the service's
 figures are for its operators, not for the public (deploy/nginx.conf does not route it either).
+
+Prometheus names a web process by its address (deploy/prometheus.yml: `127.0.0.1:8000`) and sends
+that as the Host, which DJANGO_ALLOWED_HOSTS (the public name) refuses with a 400. MetricsMiddleware
+answers such a scrape before Django reads the Host, and only that: the route `/metrics`, from an
+allowed peer, not through a proxy, with a Host that is an IP address. That is safe because the Host
+check guards the answers that write the Host into URLs or caches (redirects, absolute links, reset
+mails), which this one does not, and against DNS rebinding, where a browser sends the attacker's
+name as the Host, never an address. Any other request to `/metrics` goes through the Host check.
 """
 
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Callable
 
 from django.conf import settings
 from django.db import DatabaseError
 from django.http import HttpRequest, HttpResponse, HttpResponseBase
+from django.http.request import split_domain_port
 from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 from prometheus_client import REGISTRY, Counter, Gauge, Histogram
@@ -96,3 +106,26 @@ def metrics(request: HttpRequest) -> HttpResponseBase:
     response = HttpResponse(encode(REGISTRY), content_type=content_type)
     response["Cache-Control"] = "no-store"
     return response
+
+
+def _host_is_an_address(request: HttpRequest) -> bool:
+    domain, _ = split_domain_port(str(request.META.get("HTTP_HOST", "")))
+    try:
+        ipaddress.ip_address(domain.removeprefix("[").removesuffix("]"))
+    except ValueError:
+        return False
+    return True
+
+
+class MetricsMiddleware:
+    """Serves an allowed peer's scrape by address, whatever DJANGO_ALLOWED_HOSTS says (see above).
+    After SecurityMiddleware, whose https redirect exempts `/metrics` (SECURE_REDIRECT_EXEMPT), and
+    before CommonMiddleware, which validates the Host."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponseBase]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponseBase:
+        if request.path_info == "/metrics" and _allowed(request) and _host_is_an_address(request):
+            return metrics(request)
+        return self.get_response(request)

@@ -12,7 +12,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -52,8 +52,15 @@ def start_daphne(env: dict[str, str], application: str = "bountysite.asgi:applic
                  cwd: Path = PROJECT_DIR) -> Server:
     """daphne serving `application` from the project at `cwd` (another release's, for an upgrade)."""
     port = free_port()
-    process = subprocess.Popen([DAPHNE, "-b", "127.0.0.1", "-p", str(port), application], cwd=cwd,
-                               env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    return serve_command([DAPHNE, "-b", "127.0.0.1", "-p", str(port), application], port, env, cwd=cwd)
+
+
+def serve_command(command: list[str], port: int, env: dict[str, str],
+                  preexec: Callable[[], None] | None = None, cwd: Path = PROJECT_DIR) -> Server:
+    """Starts `command` in `cwd`, a daphne that listens on `port` (after `preexec` in the child, if
+    given), and waits until it does."""
+    process = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                               preexec_fn=preexec)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         if process.poll() is not None:

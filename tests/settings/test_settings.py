@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import os
+import resource
 import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from records.checks import DESCRIPTORS_OF_ITS_OWN, DESCRIPTORS_PER_WEBSOCKET
+from tests.deployment.shipped import default_websocket_cap, limit_nofile
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent.parent
 PRODUCTION = {
@@ -36,7 +40,19 @@ def manage(*args: str, tmp_path: Path, **env: str) -> subprocess.CompletedProces
 
 
 def test_check_deploy_is_clean_with_production_settings(tmp_path: Path) -> None:
-    result = manage("check", "--deploy", "--fail-level", "WARNING", tmp_path=tmp_path, **PRODUCTION)
+    # check --deploy holds the process's limit on open files against the websocket cap: the web
+    # unit's LimitNOFILE as far as this machine's hard limit allows (a container's may be lower;
+    # tests/deployment/test_units.py holds the unit's), with a cap that fits it. manage.py inherits
+    # this process's limit.
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    open_files = min(limit_nofile(), hard)
+    cap = min(default_websocket_cap(), (open_files - DESCRIPTORS_OF_ITS_OWN) // DESCRIPTORS_PER_WEBSOCKET)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (open_files, hard))
+    try:
+        result = manage("check", "--deploy", "--fail-level", "WARNING", tmp_path=tmp_path,
+                        BOUNTY_WS_MAX_CONNECTIONS=str(cap), **PRODUCTION)
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
     assert result.returncode == 0, result.stderr
     # One silenced on purpose: django-axes' advice to lock by address too (bountysite/settings.py says why).
     assert "System check identified no issues (1 silenced)." in result.stdout

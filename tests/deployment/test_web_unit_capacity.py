@@ -1,0 +1,49 @@
+"""A web process as deploy/bounty-web@.service starts it (its command line, its limit on open files)
+with deploy/bounty.env.example's settings holds 1,200 websockets from 60 addresses, each address at
+its cap of 20, and `/health` still answers. Under systemd's default of 1,024 open files, accepting
+connections failed (EMFILE) part-way, and `/health` with them."""
+
+from __future__ import annotations
+
+import asyncio
+import http.client
+import json
+
+import pytest
+from websockets.asyncio.client import ClientConnection, connect
+
+from tests.servers import Server
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+ADDRESSES = 60
+PER_ADDRESS = 20  # BOUNTY_WS_MAX_CONNECTIONS_PER_CLIENT's default, which the example keeps
+
+
+async def admitted(server: Server, address: int, opening: asyncio.Semaphore) -> ClientConnection:
+    """A websocket from 198.51.100.`address` (through the proxy the example trusts), once it has its
+    snapshot's first message: a refused one is closed with 1008 instead."""
+    async with opening:
+        client = await connect(server.url(), additional_headers={"X-Forwarded-For": f"198.51.100.{address}"},
+                               open_timeout=60)
+    message = json.loads(await asyncio.wait_for(client.recv(), 60))
+    assert message["type"].startswith("snapshot"), message
+    return client
+
+
+def test_the_web_unit_holds_1200_websockets_from_60_addresses_and_health_still_answers(
+        web_process: Server) -> None:
+    async def scenario() -> int:
+        opening = asyncio.Semaphore(50)  # daphne's listen backlog
+        clients = await asyncio.gather(*(admitted(web_process, 1 + n % ADDRESSES, opening)
+                                         for n in range(ADDRESSES * PER_ADDRESS)))
+        conn = http.client.HTTPConnection("127.0.0.1", web_process.port, timeout=10)
+        conn.request("GET", "/health", headers={"Host": "bounties.example.org", "X-Forwarded-Proto": "https",
+                                                "Accept": "application/json"})
+        response = conn.getresponse()
+        assert json.loads(response.read())["status"] in ("ok", "degraded")
+        conn.close()
+        await asyncio.gather(*(client.close() for client in clients))
+        return len(clients)
+
+    assert asyncio.run(scenario()) == ADDRESSES * PER_ADDRESS
