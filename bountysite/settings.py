@@ -143,10 +143,16 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 REDIS_URL = env_url("REDIS_URL", None, schemes=("redis", "rediss", "unix"))
 # How long a call to Redis may take before the service does without it (bountysite/redis_reach.py).
 REDIS_TIMEOUT_SECONDS = env_int("REDIS_TIMEOUT_MS", 250, minimum=10, maximum=10_000) / 1000
+# The connections a process's one pool holds at most (bountysite/cache.py), whatever its clients;
+# a call waits at most REDIS_TIMEOUT_MS for a free one.
+REDIS_MAX_CONNECTIONS = env_int("REDIS_MAX_CONNECTIONS", 20, minimum=1, maximum=1_000)
 if REDIS_URL:
     CACHES = {"default": {"BACKEND": "bountysite.cache.RedisCache", "LOCATION": REDIS_URL,
                           "OPTIONS": {"socket_connect_timeout": REDIS_TIMEOUT_SECONDS,
-                                      "socket_timeout": REDIS_TIMEOUT_SECONDS}}}
+                                      "socket_timeout": REDIS_TIMEOUT_SECONDS,
+                                      "pool_class": "redis.BlockingConnectionPool",
+                                      "max_connections": REDIS_MAX_CONNECTIONS,
+                                      "timeout": REDIS_TIMEOUT_SECONDS}}}
     # No socket timeout for the channel layer: its receive blocks in BRPOP for seconds on purpose.
     # The indexer's notification has a deadline of its own (records/changes.py).
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {
