@@ -458,7 +458,8 @@ def main() -> None:
     port = free_port()
     profile = [sys.executable, "-m", "cProfile", "-o", args.profile_server] if args.profile_server else []
     command = [str(Path(sys.executable).parent / "daphne"), "-b", "127.0.0.1", "-p", str(port), "--ping-interval", "20",
-               "--ping-timeout", "20", "--websocket_timeout", "-1", "bountysite.asgi:application"]
+               "--ping-timeout", "20", "--websocket_timeout", "-1", "--websocket-max-message-size",
+               str(settings.BOUNTY_WS_MAX_MESSAGE_BYTES), "bountysite.asgi:application"]
     server = subprocess.Popen([*profile, *command], cwd=PROJECT_DIR, env=env,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     floor_port = free_port()

@@ -219,7 +219,11 @@ BOUNTY_WS_MAX_CONNECTIONS = env_int("BOUNTY_WS_MAX_CONNECTIONS", 10_000, minimum
 BOUNTY_WS_MAX_CONNECTIONS_PER_CLIENT = env_int("BOUNTY_WS_MAX_CONNECTIONS_PER_CLIENT", 20, minimum=1)
 BOUNTY_WS_MAX_MESSAGES = env_int("BOUNTY_WS_MAX_MESSAGES", 10, minimum=0)  # from a client per window
 BOUNTY_WS_MESSAGE_WINDOW_SECONDS = env_int("BOUNTY_WS_MESSAGE_WINDOW_SECONDS", 10, minimum=1)
-BOUNTY_WS_MAX_MESSAGE_BYTES = env_int("BOUNTY_WS_MAX_MESSAGE_BYTES", 4_096, minimum=0)
+BOUNTY_WS_MAX_MESSAGE_BYTES = env_int("BOUNTY_WS_MAX_MESSAGE_BYTES", 4_096, minimum=1)
+# daphne drops a client sending a larger message as its header arrives, before buffering it: `manage.py
+# runserver` (scripts/dev) reads this setting, deploy/bounty-web@.service passes the same variable
+# to `daphne --websocket-max-message-size` (where 0 would mean no limit, hence the minimum of 1).
+DAPHNE_WEBSOCKET_MAX_MESSAGE_SIZE = BOUNTY_WS_MAX_MESSAGE_BYTES
 BOUNTY_WS_MAX_BACKLOG = env_int("BOUNTY_WS_MAX_BACKLOG", 10_000, minimum=1)  # live messages queued per client
 BOUNTY_WS_POLL_SECONDS = env_int("BOUNTY_WS_POLL_MS", 50, minimum=10, maximum=60_000) / 1000
 

@@ -50,8 +50,12 @@ def database_url() -> str:
 
 def start_daphne(env: dict[str, str], application: str = "bountysite.asgi:application") -> Server:
     port = free_port()
-    process = subprocess.Popen([DAPHNE, "-b", "127.0.0.1", "-p", str(port), application], cwd=PROJECT_DIR,
-                               env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    return start_server([DAPHNE, "-b", "127.0.0.1", "-p", str(port), application], port, env)
+
+
+def start_server(command: list[str], port: int, env: dict[str, str]) -> Server:
+    """Runs `command`, a server of the service that listens on 127.0.0.1:`port`, once it listens."""
+    process = subprocess.Popen(command, cwd=PROJECT_DIR, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         if process.poll() is not None:
