@@ -434,7 +434,8 @@ def main() -> None:
     Path("/tmp/ws-bench").mkdir(exist_ok=True)
     env = {**os.environ, "DATABASE_URL": args.database, "DJANGO_SECRET_KEY": SECRET_KEY,
            "DJANGO_ALLOWED_HOSTS": "127.0.0.1", "BOUNTY_CONTRACT_ADDRESS": CONTRACT, "BOUNTY_USDC_ADDRESS": USDC,
-           "BOUNTY_WS_MAX_CONNECTIONS_PER_CLIENT": str(2 * most + 10), "LOG_LEVEL": "WARNING"}
+           "BOUNTY_WS_MAX_CONNECTIONS_PER_CLIENT": str(2 * most + 10), "BOUNTY_WS_CONNECTS_PER_MINUTE": "0",
+           "LOG_LEVEL": "WARNING"}
     env.pop("REDIS_URL", None)
     os.environ.pop("REDIS_URL", None)
     if args.redis:

@@ -217,6 +217,9 @@ BOUNTY_METRICS_ALLOWED = env_networks("BOUNTY_METRICS_ALLOWED", ["127.0.0.0/8", 
 # /ws/events (docs/api.md, Limits and close codes). Each limit closes the connection with code 1008.
 BOUNTY_WS_MAX_CONNECTIONS = env_int("BOUNTY_WS_MAX_CONNECTIONS", 10_000, minimum=1)  # per server process
 BOUNTY_WS_MAX_CONNECTIONS_PER_CLIENT = env_int("BOUNTY_WS_MAX_CONNECTIONS_PER_CLIENT", 20, minimum=1)
+# Connections a client may open per minute (0: no limit), shared by every process with Redis:
+# enough for a page that reconnects with backoff.
+BOUNTY_WS_CONNECTS_PER_MINUTE = env_int("BOUNTY_WS_CONNECTS_PER_MINUTE", 60, minimum=0)
 BOUNTY_WS_MAX_MESSAGES = env_int("BOUNTY_WS_MAX_MESSAGES", 10, minimum=0)  # from a client per window
 BOUNTY_WS_MESSAGE_WINDOW_SECONDS = env_int("BOUNTY_WS_MESSAGE_WINDOW_SECONDS", 10, minimum=1)
 BOUNTY_WS_MAX_MESSAGE_BYTES = env_int("BOUNTY_WS_MAX_MESSAGE_BYTES", 4_096, minimum=1)

@@ -20,7 +20,14 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 
 from bountysite.daphne_bend import FRAMES_EXTENSION
 from records.metrics import WS_CLOSES, WS_OPEN
-from records.ws.limits import INTERNAL_ERROR, POLICY_VIOLATION, ConnectionSlot, MessageBudget, scope_client_address
+from records.ws.limits import (
+    INTERNAL_ERROR,
+    POLICY_VIOLATION,
+    ConnectionSlot,
+    MessageBudget,
+    connects_too_often,
+    scope_client_address,
+)
 from records.ws.messages import MessageBatch
 from records.ws.stream import run_stream
 
@@ -50,6 +57,9 @@ class EventsConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]
     async def connect(self) -> None:
         await self.accept()
         self.budget = MessageBudget()
+        if (reason := await connects_too_often(self.client)) is not None:
+            await self.close(code=POLICY_VIOLATION, reason=reason)
+            return
         if not await self.slot.acquire():
             await self.close(code=POLICY_VIOLATION)
             return

@@ -72,6 +72,28 @@ def test_it_closes_connections_over_the_per_client_cap(server: Server, bystander
         time.sleep(0.05)
 
 
+def test_ipv6_clients_of_one_64_share_the_per_client_cap(server: Server, bystander: ClientConnection,
+                                                        active: Deployment) -> None:
+    with client_of(server, "2001:db8:1:2::1") as first, client_of(server, "2001:db8:1:2::2") as second:
+        with client_of(server, "2001:db8:1:2:ffff::3") as third:
+            assert close_code(third) == 1008
+        with client_of(server, "2001:db8:1:3::1") as other_64:
+            still_served(active, first, second, other_64, bystander)
+
+
+def test_a_client_opening_connections_too_often_is_closed_with_1008(active: Deployment,
+                                                                    servers: Callable[..., Server]) -> None:
+    server = servers(BOUNTY_TRUSTED_PROXIES="127.0.0.1", BOUNTY_WS_CONNECTS_PER_MINUTE="3")
+    if time.time() % 60 > 45:  # the count starts again each minute: not across one while this runs
+        time.sleep(61 - time.time() % 60)
+    with contextlib.ExitStack() as stack:
+        opened = [stack.enter_context(client_of(server, f"2001:db8:1:2::{n}")) for n in (1, 2, 3)]
+        with client_of(server, "2001:db8:1:2::4") as fourth:  # the same /64: the same client
+            assert close_code(fourth) == 1008
+        with client_of(server, "2001:db8:1:3::1") as other:
+            still_served(active, *opened, other)
+
+
 def test_it_closes_connections_over_the_process_cap(server: Server, bystander: ClientConnection,
                                                     active: Deployment) -> None:
     with contextlib.ExitStack() as stack:
