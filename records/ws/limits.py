@@ -3,7 +3,9 @@ with 1008.
 
 How often a client opens connections is limited (BOUNTY_WS_CONNECTS_PER_MINUTE, in fixed windows
 of a minute), counted as the HTTP rate limits count requests (bountysite.ratelimit.spend): in
-Redis, shared by every process, or per process without it.
+Redis, shared by every process, or per process without it. Past it the handshake is answered as
+an HTTP request past the rate limit is, 429 with Retry-After (bountysite/daphne_bend.py, 6), or,
+under a server without that extension, accepted and closed with 1008 and the same detail.
 
 Connections are capped per process (BOUNTY_WS_MAX_CONNECTIONS) and per client address
 (BOUNTY_WS_MAX_CONNECTIONS_PER_CLIENT, shared by every process with Redis). Both caps count the
@@ -74,17 +76,15 @@ def scope_client_address(scope: dict[str, Any]) -> str:
 CONNECTS_WINDOW_SECONDS = 60
 
 
-async def connects_too_often(address: str) -> str | None:
-    """Counts a connection the client at `address` opens: the reason to close it with when the
-    client opened more than BOUNTY_WS_CONNECTS_PER_MINUTE this minute, None otherwise."""
+async def connects_too_often(address: str) -> int | None:
+    """Counts a connection the client at `address` opens: when the client opened more than
+    BOUNTY_WS_CONNECTS_PER_MINUTE this minute, the whole seconds until it may again; else None."""
     limit: int = settings.BOUNTY_WS_CONNECTS_PER_MINUTE
     if not limit:
         return None
     spent = await asyncio.get_running_loop().run_in_executor(
         _redis_calls, spend, "ws-connects", client_key(address), CONNECTS_WINDOW_SECONDS)
-    if spent.count <= limit:
-        return None
-    return f"more than {limit} connections a minute from your address; retry in {spent.retry_after} s"
+    return spent.retry_after if spent.count > limit else None
 
 
 class ConnectionSlot:

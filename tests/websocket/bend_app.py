@@ -6,6 +6,9 @@ and by bend_app_installed.py (with bountysite/daphne_bend.py installed). By path
   text `{"flood_seconds": ...}`: how long those sends took to complete.
 - `/frames`: accepts; with the `websocket.frames` extension in the scope, sends two messages in
   one `websocket.frames` message; without it, `{"extension": false}`.
+- `/deny`: with the `websocket.http.response` extension, answers the handshake 429 with
+  `Retry-After: 7` and DENIAL_BODY in two body messages; without it, accepts and sends
+  `{"extension": false}`.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ from urllib.parse import parse_qs
 
 FLOOD_MESSAGES = 24
 FRAMES_EXTENSION = "websocket.frames"
+DENIAL_EXTENSION = "websocket.http.response"
+DENIAL_BODY = b'{"detail": "too many connections"}'
 
 
 def text_frame(data: bytes) -> bytes:
@@ -30,6 +35,13 @@ async def application(scope: dict[str, Any], receive: Callable[[], Awaitable[dic
                       send: Callable[[dict[str, Any]], Awaitable[None]]) -> None:
     assert scope["type"] == "websocket"
     await receive()  # websocket.connect
+    if scope["path"] == "/deny" and DENIAL_EXTENSION in scope.get("extensions", {}):
+        await send({"type": "websocket.http.response.start", "status": 429,
+                    "headers": [(b"content-type", b"application/json"), (b"retry-after", b"7")]})
+        await send({"type": "websocket.http.response.body", "body": DENIAL_BODY[:10], "more_body": True})
+        await send({"type": "websocket.http.response.body", "body": DENIAL_BODY[10:]})
+        assert (await receive())["type"] == "websocket.disconnect"
+        return
     await send({"type": "websocket.accept"})
     if scope["path"] == "/close":
         code = int(parse_qs(scope["query_string"].decode())["code"][0])

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from tests.servers import Server, start_daphne, stop
-from tests.websocket.bend_app import FLOOD_MESSAGES
-from tests.websocket.conftest import close_code, open_client, receive
+from tests.websocket.bend_app import DENIAL_BODY, FLOOD_MESSAGES
+from tests.websocket.conftest import close_code, open_client, receive, upgrade
 
 UNREAD_SECONDS = 2.0  # how long the flood's client reads nothing
 
@@ -91,3 +91,19 @@ def test_prebuilt_frames_arrive_as_the_messages_they_frame(bent: Server) -> None
 def test_daphne_alone_still_offers_no_frames_extension(upstream: Server) -> None:
     with open_client(f"ws://127.0.0.1:{upstream.port}/frames") as client:
         assert receive(client) == {"extension": False}, "daphne offers websocket.frames now: patch 3 can go"
+
+
+# ---------------------------------------------------------------------------- 6. denial responses
+
+
+def test_an_application_answers_the_handshake_with_its_status_headers_and_body(bent: Server) -> None:
+    response = upgrade(bent.port, "/deny")
+    assert (response.status, response.reason) == (429, "Too Many Requests")
+    assert response.getheader("Retry-After") == "7"
+    assert response.getheader("Content-Type") == "application/json"
+    assert response.read() == DENIAL_BODY
+
+
+def test_daphne_alone_still_offers_no_denial_extension(upstream: Server) -> None:
+    response = upgrade(upstream.port, "/deny")
+    assert response.status == 101, "daphne offers websocket.http.response now: patch 6 can go"
