@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/ws_broadcast.py [--clients 1000] [--changes 1000]
         [--records 100000] [--client-processes 2] [--database sqlite:////tmp/ws-bench/db.sqlite3]
-        [--redis redis://127.0.0.1:6379/12] [--poll-ms N]
+        [--redis redis://127.0.0.1:6379/12] [--poll-ms N] [--resource-clients 1000,5000]
 
 1. Broadcast: `--clients` websocket clients, spread over `--client-processes` processes, follow
    a daphne process serving bountysite.asgi as deploy/bounty-web@.service does. The benchmark
@@ -15,6 +15,10 @@
    that broadcasts each change it gets on a control connection (websockets.broadcast). Printed
    as the ratio daphne/floor.
 3. Snapshot: one client reads the snapshot of `--records` bounties: records/s (target 20,000).
+4. Resources: for each count of `--resource-clients`, that many clients follow the feed while the
+   benchmark counts the server process's descriptors and, with `--redis`, its TCP connections to
+   Redis (from /proc: its sockets whose peer is Redis's port); printed with the idle server's,
+   and the descriptors each client adds.
 
 The clients measure the server, not themselves: each is a lean websocket reader on a raw
 asyncio transport that walks frame headers, counts text frames and stamps each received chunk
@@ -29,6 +33,7 @@ import asyncio
 import base64
 import multiprocessing
 import os
+import resource
 import signal
 import socket
 import statistics
@@ -38,12 +43,15 @@ import time
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 BENCH_DIR = Path(__file__).resolve().parent
 PROJECT_DIR = BENCH_DIR.parent
 sys.path[:0] = [str(PROJECT_DIR)]
 
 import orjson  # noqa: E402
+
+from tests.servers import connections_to, descriptors  # noqa: E402
 
 SECRET_KEY = "bench-ws-secret-key-0123456789-abcdefghijklmnopqrstuvwxyz-ABCDEFGHIJKL"
 CONTRACT = "0x" + "ab" * 20
@@ -314,6 +322,19 @@ def broadcast_floor(pool: ClientProcesses, port: int, clients: int, changes: int
     return [(arrived - at) * 1000 for arrived, at in zip(received[1:], sent[1:], strict=True)]
 
 
+def resources(pool: ClientProcesses, server: int, port: int, clients: int, redis_port: int | None) -> tuple[int, int]:
+    """The server's descriptors and Redis connections while `clients` clients follow the feed
+    (each has received a first live message, so each was admitted, its Redis calls made)."""
+    since = current_seq()
+    pool.open(port, f"/ws/events?since={since}", clients, 2, since + 1)
+    commit_burst(1)
+    pool.wait()
+    counted = len(descriptors(server)), connections_to(server, redis_port) if redis_port else 0
+    commit_burst(1)  # the second message each client waits for: then they close
+    pool.arrivals()
+    return counted
+
+
 def snapshot_rate(port: int, records: int) -> float:
     async def read() -> float:
         started = time.perf_counter()
@@ -329,24 +350,36 @@ def snapshot_rate(port: int, records: int) -> float:
 
 
 def seed(records: int) -> None:
-    """The active deployment with `records` bounties (kept between runs)."""
+    """The active deployment with `records` bounties (kept between runs), each with its stored JSON
+    body and search text as the indexer writes them, so that the snapshot sends real records."""
     from datetime import UTC, datetime
 
     from indexer.models import SyncState
     from records.models import Bounty, Deployment
+    from records.representation import record_body
+    from records.search import join_fields, search_fields
 
     deployment, _ = Deployment.objects.get_or_create(chain_id=91342, contract_address=CONTRACT,
                                                      defaults={"usdc_address": USDC})
     SyncState.objects.get_or_create(deployment=deployment)
+
+    def rendered(bounty: Bounty) -> Bounty:
+        bounty.body = record_body(bounty, chain_id=deployment.chain_id, contract_address=deployment.contract_address)
+        bounty.search_text = join_fields(search_fields(bounty))
+        return bounty
+
+    # Rows an earlier version of this benchmark seeded without their body.
+    while bodiless := list(Bounty.objects.filter(deployment=deployment, body="")[:5_000]):
+        Bounty.objects.bulk_update([rendered(bounty) for bounty in bodiless], ["body", "search_text"])
     have = Bounty.objects.filter(deployment=deployment).count()
     moment = datetime(2026, 1, 1, tzinfo=UTC)
     for start in range(have + 1, records + 1, 5_000):
-        Bounty.objects.bulk_create([Bounty(
+        Bounty.objects.bulk_create([rendered(Bounty(
             deployment=deployment, bounty_id=n, prompt=f"bounty {n} " + "x" * 200, bounty_amount=10**8,
             fee_amount=25 * 10**5, bond_amount=10**7, duration=86_400, poster="0x" + f"{n:040x}",
             deadline=moment, challenge_window=86_400, metadata_uri=f"ipfs://{n}", metadata_hash="0x" + "11" * 32,
-            tx_hash="0x" + f"{n:064x}", block_number=n, log_index=0, created_at=moment, search_text="",
-        ) for n in range(start, min(records, start + 4_999) + 1)])
+            tx_hash="0x" + f"{n:064x}", block_number=n, log_index=0, created_at=moment,
+        )) for n in range(start, min(records, start + 4_999) + 1)])
 
 
 def commit_burst(changes: int) -> dict[int, float]:
@@ -384,12 +417,25 @@ def main() -> None:
     parser.add_argument("--database", default="sqlite:////tmp/ws-bench/db.sqlite3")
     parser.add_argument("--redis", help="REDIS_URL of the server and the committer (default: none)")
     parser.add_argument("--poll-ms", type=int, help="BOUNTY_WS_POLL_MS of the server (default: the service's)")
+    parser.add_argument("--resource-clients", default="1000,5000",
+                        help="client counts at which to count the server's descriptors and Redis connections")
     parser.add_argument("--profile-server", metavar="FILE", help="run daphne under cProfile, its stats to FILE")
     args = parser.parse_args()
+    resource_clients = [int(count) for count in args.resource_clients.split(",") if count]
+    most = max([args.clients, *resource_clients])
+    limit, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = 2 * most + 1_000
+    if limit < wanted and (hard == resource.RLIM_INFINITY or wanted <= hard):
+        limit = wanted
+        resource.setrlimit(resource.RLIMIT_NOFILE, (limit, hard))  # the server and the clients inherit it
+    if limit < most + 1_000:
+        print(f"descriptors are limited to {limit} (ulimit -n): counting at most {limit - 1_000} clients")
+        resource_clients = [count for count in resource_clients if count <= limit - 1_000]
     Path("/tmp/ws-bench").mkdir(exist_ok=True)
     env = {**os.environ, "DATABASE_URL": args.database, "DJANGO_SECRET_KEY": SECRET_KEY,
            "DJANGO_ALLOWED_HOSTS": "127.0.0.1", "BOUNTY_CONTRACT_ADDRESS": CONTRACT, "BOUNTY_USDC_ADDRESS": USDC,
-           "BOUNTY_WS_MAX_CONNECTIONS_PER_CLIENT": str(args.clients + 10), "LOG_LEVEL": "WARNING"}
+           "BOUNTY_WS_MAX_CONNECTIONS_PER_CLIENT": str(2 * most + 10), "BOUNTY_WS_CONNECTS_PER_MINUTE": "0",
+           "LOG_LEVEL": "WARNING"}
     env.pop("REDIS_URL", None)
     os.environ.pop("REDIS_URL", None)
     if args.redis:
@@ -413,7 +459,8 @@ def main() -> None:
     port = free_port()
     profile = [sys.executable, "-m", "cProfile", "-o", args.profile_server] if args.profile_server else []
     command = [str(Path(sys.executable).parent / "daphne"), "-b", "127.0.0.1", "-p", str(port), "--ping-interval", "20",
-               "--ping-timeout", "20", "--websocket_timeout", "-1", "bountysite.asgi:application"]
+               "--ping-timeout", "20", "--websocket_timeout", "-1", "--websocket-max-message-size",
+               str(settings.BOUNTY_WS_MAX_MESSAGE_BYTES), "bountysite.asgi:application"]
     server = subprocess.Popen([*profile, *command], cwd=PROJECT_DIR, env=env,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     floor_port = free_port()
@@ -436,6 +483,13 @@ def main() -> None:
         f50, f99 = statistics.median(plain), percentile(plain, 0.99)
         print(f"  plain websockets:    p50 {f50:8.1f} ms  p99 {f99:8.1f} ms  max {max(plain):8.1f} ms")
         print(f"  ratio daphne/floor:  p50 {p50 / f50:8.2f} x   p99 {p99 / f99:8.2f} x", flush=True)
+        redis_port = (urlparse(args.redis).port or 6379) if args.redis else None
+        idle = len(descriptors(server.pid)), connections_to(server.pid, redis_port) if redis_port else 0
+        print(f"server process resources (idle: {idle[0]} descriptors, {idle[1]} Redis connections):", flush=True)
+        for count in resource_clients:
+            fds, to_redis = resources(pool, server.pid, port, count, redis_port)
+            print(f"  {count:6,} clients: {fds:6,} descriptors ({(fds - idle[0]) / count:.2f} per client), "
+                  f"{f'{to_redis} Redis connections' if redis_port else 'no Redis'}", flush=True)
     finally:
         pool.stop()
         for process in (server, floor):

@@ -1,4 +1,4 @@
-"""Django's Redis cache, keeping one redis-py client per connection pool, with a one-trip counter
+"""Django's Redis cache, one client and one bounded pool of connections per process, with a one-trip counter
 and capped sets of expiring members (what the websocket counts its open connections with), and
 doing without Redis when it cannot be reached (bountysite/redis_reach.py): a read is a miss, a
 write is skipped, the counter counts in this process's memory, and the capped set says it cannot
@@ -7,11 +7,20 @@ tell (the caller counts its own connections).
 Django builds a new `redis.Redis` for every cache call, and its constructor copies redis-py's
 table of response callbacks (about 170 entries): a tenth of a millisecond on each of the API's
 cached answers. A `redis.Redis` is thread-safe (each command takes a connection from the pool),
-so one client per pool serves every thread."""
+so one client per pool serves every thread.
+
+Django keeps a cache instance per thread and per asyncio context (`caches` is an asgiref Local):
+each request's thread, each websocket consumer's task gets its own, and each instance would open
+a pool of its own. 300 websocket clients held 227 Redis connections in one process that way, one
+per open connection's admission (records/ws/limits.py). Every instance of a location here shares
+the process's one client instead, whose pool holds at most REDIS_MAX_CONNECTIONS connections
+(settings: a `BlockingConnectionPool`, where a call waits at most REDIS_TIMEOUT_MS for a free
+one, and is then done without Redis like a call that timed out)."""
 
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -20,6 +29,7 @@ from django.core.cache.backends.base import BaseCache
 from django.core.cache.backends.locmem import LocMemCache
 from django.core.cache.backends.redis import RedisCache as DjangoRedisCache
 from django.core.cache.backends.redis import RedisCacheClient
+from django.utils.functional import cached_property
 
 from bountysite.redis_reach import FAILURES, REDIS
 
@@ -100,14 +110,16 @@ class _ClientPerPool(RedisCacheClient):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._clients: dict[int, Any] = {}
+        self._lock = threading.Lock()  # threads making the first calls at once make one pool
 
     def get_client(self, key: Any = None, *, write: bool = False) -> Any:
-        # Django's own private helpers, which django-stubs does not declare.
-        pool = self._get_connection_pool(write)  # type: ignore[attr-defined]
-        client = self._clients.get(id(pool))
-        if client is None:
-            client = self._clients[id(pool)] = self._client(connection_pool=pool)  # type: ignore[attr-defined]
-        return client
+        with self._lock:
+            # Django's own private helpers, which django-stubs does not declare.
+            pool = self._get_connection_pool(write)  # type: ignore[attr-defined]
+            client = self._clients.get(id(pool))
+            if client is None:
+                client = self._clients[id(pool)] = self._client(connection_pool=pool)  # type: ignore[attr-defined]
+            return client
 
     # Django's cache operations, each a miss or a no-op without Redis.
     def get(self, key: Any, default: Any) -> Any:
@@ -143,10 +155,26 @@ class _ClientPerPool(RedisCacheClient):
         return _without_redis(False, super().clear)
 
 
+_clients: dict[str, _ClientPerPool] = {}  # the process's clients, by servers and options
+_clients_lock = threading.Lock()
+
+
 class RedisCache(DjangoRedisCache):
     def __init__(self, server: str, params: dict[str, Any]) -> None:
         super().__init__(server, params)
         self._class = _ClientPerPool
+
+    @cached_property
+    def _cache(self) -> _ClientPerPool:
+        """The process's one client of these servers with these options, whichever thread or
+        context this instance belongs to."""
+        servers, options = self._servers, self._options  # type: ignore[attr-defined]  # Django's, undeclared in django-stubs
+        key = repr((servers, sorted(options.items())))
+        with _clients_lock:
+            client = _clients.get(key)
+            if client is None:
+                client = _clients[key] = self._class(servers, **options)
+            return client
 
     def reachable(self) -> bool:
         """Whether Redis answers a PING now (during an outage, False without asking between retries)."""

@@ -2,6 +2,10 @@
 the HTTP rate limits (bountysite.ratelimit), the access lines (bountysite.access) and the
 websocket's limits (records.ws.limits). No Django here: each caller passes the peer, the
 X-Forwarded-For header and the trusted networks (settings.BOUNTY_TRUSTED_PROXIES) as it has them.
+
+Every per-client limit counts a client by `client_key`: an IPv4 address is a client, but an IPv6
+host is usually given a whole /64 (RFC 6177's smallest end-site assignment), where it may take a
+new address for every request; so an IPv6 client is its /64. The access lines keep the address.
 """
 
 from __future__ import annotations
@@ -33,3 +37,17 @@ def client_address(peer: str, forwarded: str | None, *, trusted: Networks) -> st
         if not _trusted(hop, trusted):
             return hop
     return hops[0] if hops else peer
+
+
+def client_key(address: str) -> str:
+    """What a client's limits are counted under: an IPv4 address as it is, an IPv6 address's /64
+    (`2001:db8:1:2::/64`), an IPv4-mapped IPv6 address as its IPv4 address; anything else as it is."""
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return address
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return str(ip.ipv4_mapped)
+        return str(ipaddress.IPv6Network((ip, 64), strict=False))
+    return address

@@ -1,5 +1,5 @@
-"""Where the service bends daphne 4.2 (and the Twisted and autobahn under it): five patches (1-4
-and 6), one install(), and an ASGI layer in front of Django (5).
+"""Where the service bends daphne 4.2 (and the Twisted and autobahn under it): six patches (1-4,
+6 and 7), one install(), and an ASGI layer in front of Django (5).
 
 `bountysite.asgi` calls `install()`, so `daphne bountysite.asgi:application` and `manage.py
 runserver` (daphne's) both get every patch; it is idempotent; and it serves Django through
@@ -92,6 +92,16 @@ tests/api/test_reason_phrases.py, the layer 5 in tests/api/test_bodiless.py.
    iterator (records.api.caching closes the database cursor on the request's thread). Without
    the limit, a client that stops reading would hold its response, with its database cursor and
    connection, for as long as it keeps the socket open.
+
+7. **Denial responses: the `websocket.http.response` extension.** Upstream: an application can
+   refuse a websocket handshake only with `websocket.close` before accepting, which daphne answers
+   `403 Access denied`, with no header of the application's; and daphne ignores ASGI's
+   `websocket.http.response.start` / `.body`. We need the connection rate limit
+   (records.ws.limits) to answer as the HTTP rate limit does: 429, `Retry-After`, the error shape.
+   The patch announces `scope["extensions"]["websocket.http.response"]` and, for those messages
+   before the handshake completes, writes the application's status, headers and body as the HTTP
+   response to the upgrade request (with `Content-Length` and `Connection: close`), then closes the
+   connection; the handshake never completes and the application gets `websocket.disconnect`.
 """
 
 from __future__ import annotations
@@ -112,6 +122,7 @@ from twisted.web import http
 from zope.interface import implementer  # type: ignore[import-untyped]
 
 FRAMES_EXTENSION = "websocket.frames"  # the scope's extension, and the type of the message that uses it
+DENIAL_EXTENSION = "websocket.http.response"  # the scope's extension; its messages' types start with it
 CLOSE_HANDSHAKE_SECONDS = 10
 # RFC 6455 7.4.1 codes an endpoint may send, plus IANA's 1012-1014; 1004-1006 and 1015 never go
 # on the wire, and 1010 is for clients only.
@@ -170,6 +181,10 @@ class _Writable:
 
 
 async def _server_handle_reply(self: Any, protocol: Any, message: dict[str, Any]) -> None:
+    if str(message.get("type", "")).startswith(DENIAL_EXTENSION + ".") and isinstance(protocol, WebSocketProtocol):
+        if not self.connections.get(protocol, {}).get("disconnected"):  # 7
+            _deny(protocol, message)
+        return
     await Upstream.server_handle_reply(self, protocol, message)
     if isinstance(protocol, WebRequest):
         await _http_reply_sent(protocol, message)  # 6
@@ -195,7 +210,9 @@ async def _server_handle_reply(self: Any, protocol: Any, message: dict[str, Any]
 
 def _create_application(self: Any, protocol: Any, scope: dict[str, Any]) -> Any:
     if scope.get("type") == "websocket":
-        scope.setdefault("extensions", {})[FRAMES_EXTENSION] = {"write_now": partial(_write_now, self, protocol)}
+        extensions = scope.setdefault("extensions", {})
+        extensions[FRAMES_EXTENSION] = {"write_now": partial(_write_now, self, protocol)}
+        extensions[DENIAL_EXTENSION] = {}  # 7
     return Upstream.create_application(self, protocol, scope)
 
 
@@ -234,6 +251,31 @@ def _protocol_handle_reply(self: Any, message: dict[str, Any]) -> None:
             self.sendData(message["frames"])
         else:  # what sendData does then, without formatting its debug message's arguments
             write(self.transport, message["frames"])
+
+
+# ---------------------------------------------------------------------------- 7. denial responses
+
+
+def _deny(protocol: Any, message: dict[str, Any]) -> None:
+    """An HTTP response in place of the upgrade: the status and headers of `.start`, kept until
+    the last `.body`; then written, and the connection closed."""
+    if protocol.state != protocol.STATE_CONNECTING:
+        raise ValueError("Socket has been accepted, so cannot send an HTTP response over it")
+    if message["type"] == DENIAL_EXTENSION + ".start":
+        protocol._bounty_denial = (int(message["status"]), list(message.get("headers", [])), [])
+        return
+    status, headers, body = protocol._bounty_denial
+    body.append(bytes(message.get("body", b"")))
+    if message.get("more_body"):
+        return
+    content = b"".join(body)
+    lines = [f"HTTP/1.1 {status} {HTTPStatus(status).phrase}".encode("ascii")]
+    lines += [bytes(name) + b": " + bytes(value) for name, value in headers
+              if bytes(name).lower() not in (b"content-length", b"connection")]
+    lines += [b"Content-Length: %d" % len(content), b"Connection: close"]
+    protocol.transport.write(b"\r\n".join(lines) + b"\r\n\r\n" + content)
+    protocol.transport.loseConnection()
+    protocol.server.protocol_disconnected(protocol)  # no handshake timeout for it any longer
 
 
 # ---------------------------------------------------------------------------- 5. bodiless responses

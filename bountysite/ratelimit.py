@@ -18,9 +18,9 @@ moderator is never refused. All this is decided by the path, before the session 
 the check costs no query.
 
 The client is the peer address; the X-Forwarded-For chain is believed only as far as it runs
-through configured trusted proxies (bountysite/client_address.py). With Redis configured, every
-worker process counts against the same budgets; while Redis cannot be reached, each process counts
-its own (said once in the log, bountysite/redis_reach.py).
+through configured trusted proxies, and an IPv6 client is its /64 (bountysite/client_address.py).
+With Redis configured, every worker process counts against the same budgets; while Redis cannot
+be reached, each process counts its own (said once in the log, bountysite/redis_reach.py).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from django.core.cache import caches
 from django.http import HttpRequest, HttpResponse, HttpResponseBase
 
 from bountysite.cache import RedisCache, count_in
-from bountysite.client_address import client_address
+from bountysite.client_address import client_address, client_key
 from records.api.errors import error_response
 
 EXEMPT_PATHS = frozenset({"/health", "/metrics"})
@@ -44,8 +44,9 @@ PASSWORD_FORMS = frozenset({"/admin/login/", "/admin/password_change/"})  # the 
 
 
 def _client(request: HttpRequest) -> str:
-    return client_address(request.META.get("REMOTE_ADDR", ""), request.META.get("HTTP_X_FORWARDED_FOR"),
-                          trusted=settings.BOUNTY_TRUSTED_PROXIES)
+    """What the request is counted under: its client's address, an IPv6 client's /64."""
+    return client_key(client_address(request.META.get("REMOTE_ADDR", ""), request.META.get("HTTP_X_FORWARDED_FOR"),
+                                     trusted=settings.BOUNTY_TRUSTED_PROXIES))
 
 
 def _count(key: str, timeout: int) -> int:
@@ -57,7 +58,7 @@ def _count(key: str, timeout: int) -> int:
 
 
 @dataclass(frozen=True)
-class _Spent:
+class Spent:
     """A request counted in its client's current window of one budget."""
 
     count: int  # this request's number in the window
@@ -65,17 +66,17 @@ class _Spent:
     retry_after: int  # whole seconds until then, at least 1
 
 
-def _spend(budget: str, client: str, window: int) -> _Spent:
+def spend(budget: str, client: str, window: int) -> Spent:
     """Counts one request of `client` against `budget`, in windows of `window` seconds that start
-    at multiples of it in Unix time."""
+    at multiples of it in Unix time (the websocket counts its connections so too, records.ws.limits)."""
     now = time.time()
     window_start = int(now // window) * window
     reset = window_start + window
     count = _count(f"ratelimit:{budget}:{client}:{window_start}", timeout=window + 1)
-    return _Spent(count, reset, max(1, math.ceil(reset - now)))
+    return Spent(count, reset, max(1, math.ceil(reset - now)))
 
 
-def _too_many(detail: str, spent: _Spent) -> HttpResponse:
+def _too_many(detail: str, spent: Spent) -> HttpResponse:
     """The 429, in the one error shape, with Retry-After."""
     response = error_response(detail, 429)
     response["Retry-After"] = str(spent.retry_after)
@@ -96,7 +97,7 @@ class RateLimitMiddleware:
             return self.get_response(request)
         limit: int = settings.BOUNTY_RATE_LIMIT
         window: int = settings.BOUNTY_RATE_WINDOW_SECONDS
-        spent = _spend("api", _client(request), window)
+        spent = spend("api", _client(request), window)
         if spent.count > limit:
             response: HttpResponseBase = _too_many(f"rate limit of {limit} requests per {window} s exceeded", spent)
         else:
@@ -109,7 +110,7 @@ class RateLimitMiddleware:
     def _password_attempt(self, request: HttpRequest) -> HttpResponseBase:
         limit: int = settings.BOUNTY_ADMIN_LOGIN_RATE_LIMIT
         window: int = settings.BOUNTY_ADMIN_LOGIN_RATE_WINDOW_SECONDS
-        spent = _spend("admin-login", _client(request), window)
+        spent = spend("admin-login", _client(request), window)
         if spent.count > limit:
             return _too_many(f"login rate limit of {limit} attempts per {window} s exceeded", spent)
         return self.get_response(request)

@@ -154,11 +154,17 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 REDIS_URL = env_url("REDIS_URL", None, schemes=("redis", "rediss", "unix"))
 # How long a call to Redis may take before the service does without it (bountysite/redis_reach.py).
 REDIS_TIMEOUT_SECONDS = env_int("REDIS_TIMEOUT_MS", 250, minimum=10, maximum=10_000) / 1000
+# The connections a process's one pool holds at most (bountysite/cache.py), whatever its clients;
+# a call waits at most REDIS_TIMEOUT_MS for a free one.
+REDIS_MAX_CONNECTIONS = env_int("REDIS_MAX_CONNECTIONS", 20, minimum=1, maximum=1_000)
 if REDIS_URL:
     CACHES = {"default": {"BACKEND": "bountysite.cache.RedisCache", "LOCATION": REDIS_URL,
                           "OPTIONS": {"socket_connect_timeout": REDIS_TIMEOUT_SECONDS,
                                       "socket_timeout": REDIS_TIMEOUT_SECONDS,
-                                      "serializer": "bountysite.cache.PlainValues"}}}
+                                      "serializer": "bountysite.cache.PlainValues",
+                                      "pool_class": "redis.BlockingConnectionPool",
+                                      "max_connections": REDIS_MAX_CONNECTIONS,
+                                      "timeout": REDIS_TIMEOUT_SECONDS}}}
     # No socket timeout for the channel layer: its receive blocks in BRPOP for seconds on purpose.
     # The indexer's notification has a deadline of its own (records/changes.py).
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {
@@ -223,9 +229,16 @@ BOUNTY_METRICS_ALLOWED = env_networks("BOUNTY_METRICS_ALLOWED", ["127.0.0.0/8", 
 # /ws/events (docs/api.md, Limits and close codes). Each limit closes the connection with code 1008.
 BOUNTY_WS_MAX_CONNECTIONS = env_int("BOUNTY_WS_MAX_CONNECTIONS", 10_000, minimum=1)  # per server process
 BOUNTY_WS_MAX_CONNECTIONS_PER_CLIENT = env_int("BOUNTY_WS_MAX_CONNECTIONS_PER_CLIENT", 20, minimum=1)
+# Connections a client may open per minute (0: no limit), shared by every process with Redis:
+# enough for a page that reconnects with backoff.
+BOUNTY_WS_CONNECTS_PER_MINUTE = env_int("BOUNTY_WS_CONNECTS_PER_MINUTE", 60, minimum=0)
 BOUNTY_WS_MAX_MESSAGES = env_int("BOUNTY_WS_MAX_MESSAGES", 10, minimum=0)  # from a client per window
 BOUNTY_WS_MESSAGE_WINDOW_SECONDS = env_int("BOUNTY_WS_MESSAGE_WINDOW_SECONDS", 10, minimum=1)
-BOUNTY_WS_MAX_MESSAGE_BYTES = env_int("BOUNTY_WS_MAX_MESSAGE_BYTES", 4_096, minimum=0)
+BOUNTY_WS_MAX_MESSAGE_BYTES = env_int("BOUNTY_WS_MAX_MESSAGE_BYTES", 4_096, minimum=1)
+# daphne drops a client sending a larger message as its header arrives, before buffering it: `manage.py
+# runserver` (scripts/dev) reads this setting, deploy/bounty-web@.service passes the same variable
+# to `daphne --websocket-max-message-size` (where 0 would mean no limit, hence the minimum of 1).
+DAPHNE_WEBSOCKET_MAX_MESSAGE_SIZE = BOUNTY_WS_MAX_MESSAGE_BYTES
 BOUNTY_WS_MAX_BACKLOG = env_int("BOUNTY_WS_MAX_BACKLOG", 10_000, minimum=1)  # live messages queued per client
 BOUNTY_WS_POLL_SECONDS = env_int("BOUNTY_WS_POLL_MS", 50, minimum=10, maximum=60_000) / 1000
 

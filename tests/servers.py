@@ -73,6 +73,33 @@ def serve_command(command: list[str], port: int, env: dict[str, str],
     raise AssertionError("daphne did not start listening")
 
 
+def descriptors(pid: int) -> list[str]:
+    """What a process's open descriptors point at (Linux /proc): `socket:[inode]`, a path ..."""
+    targets = []
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            targets.append(os.readlink(fd))
+        except OSError:  # closed meanwhile
+            continue
+    return targets
+
+
+def connections_to(pid: int, port: int) -> int:
+    """How many TCP connections of a process have `port` as their peer's port: its socket
+    descriptors' inodes looked up in the kernel's TCP tables (the process's network namespace)."""
+    inodes = {target[8:-1] for target in descriptors(pid) if target.startswith("socket:[")}
+    count = 0
+    for table in ("tcp", "tcp6"):
+        path = Path(f"/proc/{pid}/net/{table}")
+        if not path.exists():
+            continue
+        for line in path.read_text().splitlines()[1:]:
+            fields = line.split()
+            if int(fields[2].rsplit(":", 1)[1], 16) == port and fields[9] in inodes:
+                count += 1
+    return count
+
+
 def stop(process: subprocess.Popen[Any]) -> None:
     if process.poll() is None:
         process.send_signal(signal.SIGTERM)

@@ -16,11 +16,20 @@ import time
 from typing import Any
 from urllib.parse import parse_qs
 
+import orjson
 from channels.generic.websocket import AsyncWebsocketConsumer
+from django.conf import settings
 
-from bountysite.daphne_bend import FRAMES_EXTENSION
+from bountysite.daphne_bend import DENIAL_EXTENSION, FRAMES_EXTENSION
 from records.metrics import WS_CLOSES, WS_OPEN
-from records.ws.limits import INTERNAL_ERROR, POLICY_VIOLATION, ConnectionSlot, MessageBudget, scope_client_address
+from records.ws.limits import (
+    INTERNAL_ERROR,
+    POLICY_VIOLATION,
+    ConnectionSlot,
+    MessageBudget,
+    connects_too_often,
+    scope_client_address,
+)
 from records.ws.messages import MessageBatch
 from records.ws.stream import run_stream
 
@@ -48,8 +57,11 @@ class EventsConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]
             self.slot.release()
 
     async def connect(self) -> None:
-        await self.accept()
         self.budget = MessageBudget()
+        if (retry_after := await connects_too_often(self.client)) is not None:
+            await self._refuse_too_often(retry_after)
+            return
+        await self.accept()
         if not await self.slot.acquire():
             await self.close(code=POLICY_VIOLATION)
             return
@@ -77,6 +89,19 @@ class EventsConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]
             self.stream.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self.stream
+
+    async def _refuse_too_often(self, retry_after: int) -> None:
+        """The handshake answered 429 with Retry-After, as an HTTP request past the rate limit is;
+        under a server without the extension for it, a close with 1008 saying the same."""
+        limit: int = settings.BOUNTY_WS_CONNECTS_PER_MINUTE
+        detail = f"rate limit of {limit} websocket connections per minute exceeded"
+        if DENIAL_EXTENSION in self.scope.get("extensions", {}):
+            await self.base_send({"type": f"{DENIAL_EXTENSION}.start", "status": 429, "headers": [
+                (b"content-type", b"application/json"), (b"retry-after", str(retry_after).encode())]})
+            await self.base_send({"type": f"{DENIAL_EXTENSION}.body", "body": orjson.dumps({"detail": detail})})
+        else:
+            await self.accept()
+            await self.close(code=POLICY_VIOLATION, reason=f"{detail}; retry after {retry_after} s")
 
     async def _send_frames(self, batch: MessageBatch) -> None:
         """To a server with the frame extension (bountysite/daphne_bend.py): the batch's frames as they are."""

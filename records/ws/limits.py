@@ -1,6 +1,12 @@
 """The limits of the websocket `/ws/events` (docs/api.md, Limits and close codes), each closing
 with 1008.
 
+How often a client opens connections is limited (BOUNTY_WS_CONNECTS_PER_MINUTE, in fixed windows
+of a minute), counted as the HTTP rate limits count requests (bountysite.ratelimit.spend): in
+Redis, shared by every process, or per process without it. Past it the handshake is answered as
+an HTTP request past the rate limit is, 429 with Retry-After (bountysite/daphne_bend.py, 6), or,
+under a server without that extension, accepted and closed with 1008 and the same detail.
+
 Connections are capped per process (BOUNTY_WS_MAX_CONNECTIONS) and per client address
 (BOUNTY_WS_MAX_CONNECTIONS_PER_CLIENT, shared by every process with Redis). Both caps count the
 open connections themselves, never a counter that a lost or missed decrement would leave too high:
@@ -26,7 +32,8 @@ order behind the connection's admission. At the process's exit, what it still ho
 removed (daphne may stop without ending its applications).
 
 Messages from a client are limited in number per window and in size. The client address is found
-as for HTTP (bountysite/client_address.py): X-Forwarded-For is believed only from trusted proxies.
+as for HTTP (bountysite/client_address.py): X-Forwarded-For is believed only from trusted proxies,
+and the caps count an IPv6 client by its /64, as the HTTP rate limit does.
 """
 
 from __future__ import annotations
@@ -45,7 +52,8 @@ from django.conf import settings
 from django.core.cache import caches
 
 from bountysite.cache import RedisCache
-from bountysite.client_address import client_address
+from bountysite.client_address import client_address, client_key
+from bountysite.ratelimit import spend
 
 logger = logging.getLogger(__name__)
 
@@ -65,12 +73,26 @@ def scope_client_address(scope: dict[str, Any]) -> str:
     return client_address(peer, ",".join(forwarded) or None, trusted=settings.BOUNTY_TRUSTED_PROXIES)
 
 
+CONNECTS_WINDOW_SECONDS = 60
+
+
+async def connects_too_often(address: str) -> int | None:
+    """Counts a connection the client at `address` opens: when the client opened more than
+    BOUNTY_WS_CONNECTS_PER_MINUTE this minute, the whole seconds until it may again; else None."""
+    limit: int = settings.BOUNTY_WS_CONNECTS_PER_MINUTE
+    if not limit:
+        return None
+    spent = await asyncio.get_running_loop().run_in_executor(
+        _redis_calls, spend, "ws-connects", client_key(address), CONNECTS_WINDOW_SECONDS)
+    return spent.retry_after if spent.count > limit else None
+
+
 class ConnectionSlot:
     """One connection's place under the per-process and per-client caps."""
 
     def __init__(self, address: str) -> None:
-        self.address = address
-        self.key = f"ws:connections:{address}"  # the client's set in Redis
+        self.address = client_key(address)  # what the caps count the client by: an IPv6 client's /64
+        self.key = f"ws:connections:{self.address}"  # the client's set in Redis
         self.member = f"{_PROCESS}:{next(_connection_ids)}"
         self.shared: RedisCache | None = None  # where the connection is being admitted or is counted
         self.admitted = False

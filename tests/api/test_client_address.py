@@ -8,7 +8,7 @@ import ipaddress
 
 import pytest
 
-from bountysite.client_address import client_address
+from bountysite.client_address import client_address, client_key
 
 PROXIES = [ipaddress.ip_network("10.0.0.0/8"), ipaddress.ip_network("::1/128")]
 
@@ -38,3 +38,16 @@ def test_with_no_trusted_proxy_the_peer_is_the_client() -> None:
 
 def test_the_trusted_networks_may_be_any_iterable() -> None:
     assert client_address("10.0.0.2", "203.0.113.5", trusted=iter(PROXIES)) == "203.0.113.5"
+
+
+@pytest.mark.parametrize(("address", "key"), [
+    ("2001:db8:1:2::1", "2001:db8:1:2::/64"),
+    ("2001:db8:1:2:ffff:ffff:ffff:ffff", "2001:db8:1:2::/64"),
+    ("2001:db8:1:3::1", "2001:db8:1:3::/64"),
+    ("::ffff:198.51.100.7", "198.51.100.7"),  # an IPv4 client seen through an IPv6 socket
+    ("198.51.100.7", "198.51.100.7"),
+    ("not-an-address", "not-an-address"),
+    ("", ""),
+])
+def test_limits_count_an_ipv6_client_by_its_64_and_an_ipv4_client_by_its_address(address: str, key: str) -> None:
+    assert client_key(address) == key

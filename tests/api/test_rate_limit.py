@@ -171,6 +171,18 @@ def test_x_forwarded_for_from_a_trusted_proxy_names_the_client(api: Client, cloc
     assert call(api, "/bounties", peer="10.9.9.9", forwarded="198.51.100.2").status_code == 200
 
 
+def test_an_ipv6_client_is_its_64_and_an_ipv4_client_its_address(api: Client, clock: Clock, active: Deployment,
+                                                                   trusted_proxy: None) -> None:
+    """A host given a /64 may take a new address for every request: they all spend one budget."""
+    for n in range(LIMIT):
+        call(api, "/bounties", forwarded=f"2001:db8:1:2::{n + 1:x}")
+    assert_limited(call(api, "/bounties", forwarded="2001:db8:1:2:ffff::1"), retry_after=10)
+    assert call(api, "/bounties", forwarded="2001:db8:1:3::1").status_code == 200
+    for _ in range(LIMIT):
+        call(api, "/bounties", forwarded="198.51.100.1")
+    assert call(api, "/bounties", forwarded="198.51.100.2").status_code == 200
+
+
 def test_a_client_cannot_dodge_the_limit_by_prepending_forwarded_hops(api: Client, clock: Clock,
                                                                       active: Deployment,
                                                                       trusted_proxy: None) -> None:

@@ -1,12 +1,18 @@
 """The examples in deploy/ agree with the service: the alert rules and the Grafana dashboard use
 only metric names the processes expose, the dashboard shows every one of them, Prometheus scrapes
-the ports the units and nginx use, nginx does not route /metrics, and the environment example
-names only variables the settings read, every required one among them, with no secret in it."""
+the ports the units and nginx use, nginx does not route /metrics, the environment example
+names only variables the settings read, every required one among them, with no secret in it, and
+daphne as the web unit starts it refuses a websocket message over the service's limit."""
 
 from __future__ import annotations
 
 import json
+import os
 import re
+import shlex
+import struct
+import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -16,8 +22,11 @@ from prometheus_client import REGISTRY, CollectorRegistry
 
 import bountysite.settings
 import records.metrics  # noqa: F401 (registers the web metrics)
+from contracts.devchain import free_port
 from indexer.config import IndexerConfig
 from indexer.metrics import IndexerMetrics
+from tests.servers import DAPHNE, database_url, serve_command, stop
+from tests.websocket.conftest import close_code, open_client
 
 DEPLOY = Path(__file__).resolve().parent.parent.parent / "deploy"
 NAME = re.compile(r"\bbounty_[a-z_]+")
@@ -135,3 +144,56 @@ def test_the_env_example_holds_placeholders_where_secrets_go() -> None:
     assert "<database password>@" in active["DATABASE_URL"]
     for name in ("BOUNTY_CONTRACT_ADDRESS", "BOUNTY_USDC_ADDRESS", "BOUNTY_START_BLOCK"):
         assert re.fullmatch(r"<[^>]+>", active[name]), name
+
+
+def unit_command(unit: str, instance: str, environment: Mapping[str, str]) -> list[str]:
+    """The unit's ExecStart as systemd runs it for `instance`: `%i` the instance, `${NAME}` from
+    `environment` (what its EnvironmentFile sets) or else from its own Environment= lines, and
+    this virtualenv's daphne for the installed one."""
+    text = (DEPLOY / unit).read_text()
+    variables = {**dict(re.findall(r"^Environment=([A-Z][A-Z0-9_]*)=(.*)$", text, re.M)), **environment}
+    exec_start = re.search(r"^ExecStart=(.*)$", text, re.M)
+    assert exec_start is not None
+    words = [re.sub(r"\$\{([A-Z][A-Z0-9_]*)\}", lambda name: variables[name.group(1)], word)
+             for word in shlex.split(exec_start.group(1).replace("%i", instance))]
+    assert words[0] == "/srv/bounty/.venv/bin/daphne"
+    return [DAPHNE, *words[1:]]
+
+
+def test_the_web_units_default_message_size_is_the_services() -> None:
+    unit_default = re.search(r"^Environment=BOUNTY_WS_MAX_MESSAGE_BYTES=(\d+)$",
+                             (DEPLOY / "bounty-web@.service").read_text(), re.M)
+    settings_default = re.search(r'env_int\("BOUNTY_WS_MAX_MESSAGE_BYTES", ([\d_]+)', settings_source())
+    assert unit_default is not None and settings_default is not None
+    assert int(unit_default.group(1)) == int(settings_default.group(1))
+
+
+def dev_web_command(port: int) -> list[str]:
+    """The web server's command line in scripts/dev, for `port`."""
+    line = re.search(r"^\$py (manage\.py runserver .*) &$", (DEPLOY.parent / "scripts" / "dev").read_text(), re.M)
+    assert line is not None
+    return [sys.executable, *shlex.split(line.group(1).replace("$port", str(port)))]
+
+
+@pytest.mark.parametrize("started_by", ["the web unit", "scripts/dev"])
+@pytest.mark.django_db(transaction=True)
+def test_daphne_as_started_drops_a_websocket_message_over_the_limit_before_buffering_it(started_by: str) -> None:
+    port = free_port()
+    env = {**os.environ, "DATABASE_URL": database_url()}
+    env.pop("BOUNTY_WS_MAX_MESSAGE_BYTES", None)  # the unit's default, the service's
+    command = (unit_command("bounty-web@.service", str(port), env) if started_by == "the web unit"
+               else dev_web_command(port))
+    server = serve_command(command, port, env)
+    try:
+        with open_client(server.url()) as client:
+            # The header of a masked 1 MiB text frame and its first KiB only: daphne must act on
+            # the header, not wait for (and buffer) the rest. autobahn (failByDrop, its default)
+            # drops the TCP connection without a close frame: the client sees 1006.
+            assert client.socket is not None
+            client.socket.sendall(struct.pack("!BBQ4s", 0x81, 0x80 | 127, 1 << 20, bytes(4)) + b"x" * 1024)
+            assert close_code(client) == 1006
+        with open_client(server.url()) as other:  # the server goes on
+            other.send("x" * 4096)
+            assert other.ping().wait(10)
+    finally:
+        stop(server.process)

@@ -7,6 +7,9 @@ Websockets, by path:
   text `{"flood_seconds": ...}`: how long those sends took to complete.
 - `/frames`: accepts; with the `websocket.frames` extension in the scope, sends two messages in
   one `websocket.frames` message; without it, `{"extension": false}`.
+- `/deny`: with the `websocket.http.response` extension, answers the handshake 429 with
+  `Retry-After: 7` and DENIAL_BODY in two body messages; without it, accepts and sends
+  `{"extension": false}`.
 
 Any HTTP request is answered as the websocket's `/flood`: FLOOD_MESSAGES body messages of 1 MiB,
 then a last one, `{"flood_seconds": ...}`.
@@ -23,6 +26,8 @@ from urllib.parse import parse_qs
 FLOOD_MESSAGES = 24
 HTTP_STALL_SECONDS = 4  # well above test_daphne_bend.UNREAD_SECONDS
 FRAMES_EXTENSION = "websocket.frames"
+DENIAL_EXTENSION = "websocket.http.response"
+DENIAL_BODY = b'{"detail": "too many connections"}'
 
 
 def text_frame(data: bytes) -> bytes:
@@ -43,6 +48,13 @@ async def application(scope: dict[str, Any], receive: Callable[[], Awaitable[dic
         return
     assert scope["type"] == "websocket"
     await receive()  # websocket.connect
+    if scope["path"] == "/deny" and DENIAL_EXTENSION in scope.get("extensions", {}):
+        await send({"type": "websocket.http.response.start", "status": 429,
+                    "headers": [(b"content-type", b"application/json"), (b"retry-after", b"7")]})
+        await send({"type": "websocket.http.response.body", "body": DENIAL_BODY[:10], "more_body": True})
+        await send({"type": "websocket.http.response.body", "body": DENIAL_BODY[10:]})
+        assert (await receive())["type"] == "websocket.disconnect"
+        return
     await send({"type": "websocket.accept"})
     if scope["path"] == "/close":
         code = int(parse_qs(scope["query_string"].decode())["code"][0])

@@ -3,6 +3,7 @@ sharing the test database, and real `websockets` clients."""
 
 from __future__ import annotations
 
+import http.client
 import json
 import subprocess
 import sys
@@ -89,6 +90,16 @@ def many_bounties(deployment: Deployment, count: int) -> None:
 def open_client(url: str, **options: Any) -> ClientConnection:
     client: ClientConnection = connect(url, open_timeout=10, legacy=True, **options)  # used with or without `with`
     return client
+
+
+def upgrade(port: int, path: str, **headers: str) -> http.client.HTTPResponse:
+    """The server's answer to a websocket upgrade request for `path` (with `headers`), read as an
+    HTTP response: a 101, or the refusal in its place."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    connection.request("GET", path, headers={"Upgrade": "websocket", "Connection": "Upgrade",
+                                             "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==",
+                                             "Sec-WebSocket-Version": "13", **headers})
+    return connection.getresponse()
 
 
 def receive(client: ClientConnection, timeout: float = 10) -> dict[str, Any]:

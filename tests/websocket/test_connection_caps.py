@@ -40,7 +40,9 @@ ENDS = ("close", "flood", "drop")
 ADDRESS = "10.0.0.1"
 SHORT_ENTRIES = "tests.websocket.short_entries_app:application"  # entries renewed every 0.25 s, expiring after 2 s
 ENTRY_SECONDS = 2.0
-LIMITS = {"BOUNTY_TRUSTED_PROXIES": "127.0.0.1", "BOUNTY_WS_MAX_MESSAGES": str(MAX_MESSAGES)}
+# No limit on connections opened per minute: the rounds open more than a minute's worth from one address.
+LIMITS = {"BOUNTY_TRUSTED_PROXIES": "127.0.0.1", "BOUNTY_WS_MAX_MESSAGES": str(MAX_MESSAGES),
+          "BOUNTY_WS_CONNECTS_PER_MINUTE": "0"}
 
 Target = tuple[Server, str]  # a server, and the client address a connection comes from
 

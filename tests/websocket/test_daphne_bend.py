@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 from tests.servers import Server, start_daphne, stop
-from tests.websocket.bend_app import FLOOD_MESSAGES, HTTP_STALL_SECONDS
-from tests.websocket.conftest import close_code, open_client, receive
+from tests.websocket.bend_app import DENIAL_BODY, FLOOD_MESSAGES, HTTP_STALL_SECONDS
+from tests.websocket.conftest import close_code, open_client, receive, upgrade
 
 UNREAD_SECONDS = 2.0  # how long the flood's client reads nothing
 
@@ -129,3 +129,19 @@ def test_an_http_client_that_takes_nothing_is_cut_off_after_the_stall_limit(bent
     assert closed, f"the connection is still open after {len(received)} bytes"
     assert len(received) < FLOOD_MESSAGES * (1 << 20) // 2
     assert not LAST_MESSAGE.search(received)
+
+
+# ---------------------------------------------------------------------------- 7. denial responses
+
+
+def test_an_application_answers_the_handshake_with_its_status_headers_and_body(bent: Server) -> None:
+    response = upgrade(bent.port, "/deny")
+    assert (response.status, response.reason) == (429, "Too Many Requests")
+    assert response.getheader("Retry-After") == "7"
+    assert response.getheader("Content-Type") == "application/json"
+    assert response.read() == DENIAL_BODY
+
+
+def test_daphne_alone_still_offers_no_denial_extension(upstream: Server) -> None:
+    response = upgrade(upstream.port, "/deny")
+    assert response.status == 101, "daphne offers websocket.http.response now: patch 7 can go"

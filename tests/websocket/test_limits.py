@@ -4,6 +4,7 @@ connection with 1008, as a real client sees it, while the other clients keep rec
 from __future__ import annotations
 
 import contextlib
+import json
 import socket
 import time
 from collections.abc import Callable, Iterator
@@ -16,7 +17,7 @@ from websockets.sync.client import ClientConnection
 from indexer.models import SyncState
 from records.models import Deployment
 from tests.servers import Server
-from tests.websocket.conftest import close_code, commit_change, open_client, receive
+from tests.websocket.conftest import close_code, commit_change, open_client, receive, upgrade
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -70,6 +71,30 @@ def test_it_closes_connections_over_the_per_client_cap(server: Server, bystander
                 if refused.rcvd is None or refused.rcvd.code != 1008 or time.monotonic() > deadline:
                     raise
         time.sleep(0.05)
+
+
+def test_ipv6_clients_of_one_64_share_the_per_client_cap(server: Server, bystander: ClientConnection,
+                                                        active: Deployment) -> None:
+    with client_of(server, "2001:db8:1:2::1") as first, client_of(server, "2001:db8:1:2::2") as second:
+        with client_of(server, "2001:db8:1:2:ffff::3") as third:
+            assert close_code(third) == 1008
+        with client_of(server, "2001:db8:1:3::1") as other_64:
+            still_served(active, first, second, other_64, bystander)
+
+
+def test_a_client_opening_connections_too_often_is_answered_429_before_the_upgrade(
+        active: Deployment, servers: Callable[..., Server]) -> None:
+    server = servers(BOUNTY_TRUSTED_PROXIES="127.0.0.1", BOUNTY_WS_CONNECTS_PER_MINUTE="3")
+    if time.time() % 60 > 45:  # the count starts again each minute: not across one while this runs
+        time.sleep(61 - time.time() % 60)
+    with contextlib.ExitStack() as stack:
+        opened = [stack.enter_context(client_of(server, f"2001:db8:1:2::{n}")) for n in (1, 2, 3)]
+        refused = upgrade(server.port, "/ws/events", **{"X-Forwarded-For": "2001:db8:1:2::4"})  # the same /64
+        assert refused.status == 429
+        assert 1 <= int(refused.getheader("Retry-After") or 0) <= 60
+        assert json.loads(refused.read()) == {"detail": "rate limit of 3 websocket connections per minute exceeded"}
+        with client_of(server, "2001:db8:1:3::1") as other:
+            still_served(active, *opened, other)
 
 
 def test_it_closes_connections_over_the_process_cap(server: Server, bystander: ClientConnection,
