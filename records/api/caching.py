@@ -179,15 +179,19 @@ def streams_busy() -> HttpResponse:
 
 
 def streamed_json_array(request: HttpRequest, key: str, chunks: Callable[[], Iterator[bytes]]) -> HttpResponseBase:
-    """A JSON array streamed chunk by chunk, tagged by its cache key, in one of the process's stream
-    slots (a 503 when none frees up in time). A HEAD reads no records: its headers are GET's (no
+    """A JSON array streamed chunk by chunk, tagged by its cache key, under ASGI in one of the
+    process's stream slots (a 503 when none frees up in time). A HEAD reads no records: its headers are GET's (no
     Content-Length, which a stream never has) and its body would be dropped."""
     etag = f'W/"{key.removeprefix("api:")[:32]}"'
     if if_none_match(request, etag):
         return not_modified(etag)
     served_by_asgi = isinstance(getattr(request, "_request", request), ASGIRequest)  # DRF wraps the request
-    array: Iterator[bytes] = iter(())
-    if request.method != "HEAD":
+    array: Iterator[bytes]
+    if request.method == "HEAD":
+        array = iter(())
+    elif not served_by_asgi:  # a WSGI server's workers bound its streams (each serves one request at a time)
+        array = chunks()
+    else:
         if not _STREAM_SLOTS.acquire(blocking=False):
             # Waiting, the request gives its database connection back: on PostgreSQL, requests
             # waiting here would otherwise take the pool's connections from every other request.

@@ -11,9 +11,9 @@ import secrets
 import shlex
 
 from contracts.devchain import free_port
-from tests.deployment.test_deploy_files import DEPLOY, env_example, settings_source
+from tests.deployment.test_deploy_files import DEPLOY, env_example, settings_source, unit_command
 from tests.factories import ACTIVE_CONTRACT, ACTIVE_USDC
-from tests.servers import DAPHNE, Server, serve_command
+from tests.servers import Server, serve_command
 
 PLACEHOLDER = re.compile(r"<([^<>]+)>")
 SYSTEMD_DEFAULT_OPEN_FILES = 1_024  # DefaultLimitNOFILE's soft limit (systemd-system.conf)
@@ -67,7 +67,7 @@ def start_web_unit(env: dict[str, str]) -> Server:
     hard limit allows) and, under MemoryDenyWriteExecute=, with the kernel's own refusal of
     writable and executable memory (PR_SET_MDWE, Linux 6.3), which systemd's filter enforces."""
     port = free_port()
-    command = [DAPHNE, *(word.replace("%i", str(port)) for word in exec_start("bounty-web@.service")[1:])]
+    command = unit_command("bounty-web@.service", str(port), env)
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
     soft = limit_nofile() if hard == resource.RLIM_INFINITY else min(limit_nofile(), hard)
     deny_write_execute = unit_directive("bounty-web@.service", "MemoryDenyWriteExecute") == "true"
