@@ -16,7 +16,10 @@ tests/api/test_reason_phrases.py, the layer 5 in tests/api/test_bodiless.py.
    daphne's reply handler, the application dies, and the client sees 1011. We need 1008
    (policy violation) for the websocket's limits (docs/api.md, Limits and close codes). The
    patch calls autobahn's `sendCloseFrame` -- the method `sendClose` itself ends in, minus the
-   check -- for a code an endpoint may send, and `sendClose` for everything else.
+   check -- for a code an endpoint may send, and `sendClose` for everything else. Upstream also
+   drops the `reason` of `websocket.close` (ASGI's, which Channels' `close(code, reason)` sends):
+   we need it to tell a client which limit closed it (a snapshot taken too slowly, no snapshot slot
+   free). The patch passes it on, cut to the 123 bytes a close frame holds.
 
 2. **Backpressure.** Upstream: `websocket.send` completes at once and Twisted buffers the bytes
    without limit, so a client that stops reading makes the server hold everything ever sent to it
@@ -107,11 +110,18 @@ class Upstream:
 # ---------------------------------------------------------------------------- 1. close codes
 
 
-def _server_close(self: Any, code: int | None = None) -> None:
+def _server_close(self: Any, code: int | None = None, reason: str | None = None) -> None:
     if code in SENDABLE_CLOSE_CODES:
-        self.sendCloseFrame(code=code, isReply=False)
+        self.sendCloseFrame(code=code, reasonUtf8=_close_reason(reason), isReply=False)
+    elif reason:
+        self.sendClose(code=1000 if code is None else code, reason=reason)  # autobahn cuts it to 123 bytes
     else:
         Upstream.server_close(self, code=code)
+
+
+def _close_reason(reason: str | None) -> bytes | None:
+    """The reason as a close frame holds it: UTF-8, at most 123 bytes, never a split character."""
+    return reason.encode()[:123].decode(errors="ignore").encode() if reason else None
 
 
 # ---------------------------------------------------------------------------- 2. backpressure
@@ -188,7 +198,9 @@ def write(transport: Any, frames: bytes) -> None:
 
 
 def _protocol_handle_reply(self: Any, message: dict[str, Any]) -> None:
-    if message.get("type") != FRAMES_EXTENSION:
+    if message.get("type") == "websocket.close" and message.get("reason") and self.state != self.STATE_CONNECTING:
+        self.serverClose(code=message.get("code"), reason=message["reason"])  # 1, with its reason
+    elif message.get("type") != FRAMES_EXTENSION:
         Upstream.protocol_handle_reply(self, message)
     elif self.state == self.STATE_CONNECTING:
         raise ValueError("Socket has not been accepted, so cannot send over it")
@@ -243,6 +255,6 @@ def install() -> None:
     WebSocketProtocol.serverClose = _server_close  # 1
     Server.handle_reply = _server_handle_reply  # 2
     Server.create_application = _create_application  # 3
-    WebSocketProtocol.handle_reply = _protocol_handle_reply  # 3
+    WebSocketProtocol.handle_reply = _protocol_handle_reply  # 3, and 1's reasons
     for status in HTTPStatus:  # 4
         http.RESPONSES.setdefault(status.value, status.phrase.encode("ascii"))

@@ -1,7 +1,7 @@
 """A bare ASGI websocket application for test_daphne_bend.py, served as it is (daphne upstream)
 and by bend_app_installed.py (with bountysite/daphne_bend.py installed). By path:
 
-- `/close?code=N`: accepts, then closes with code N.
+- `/close?code=N[&reason=R]`: accepts, then closes with code N (and reason R).
 - `/flood`: accepts, sends FLOOD_MESSAGES texts of 1 MiB through `websocket.send`, then a last
   text `{"flood_seconds": ...}`: how long those sends took to complete.
 - `/frames`: accepts; with the `websocket.frames` extension in the scope, sends two messages in
@@ -32,8 +32,9 @@ async def application(scope: dict[str, Any], receive: Callable[[], Awaitable[dic
     await receive()  # websocket.connect
     await send({"type": "websocket.accept"})
     if scope["path"] == "/close":
-        code = int(parse_qs(scope["query_string"].decode())["code"][0])
-        await send({"type": "websocket.close", "code": code})
+        query = parse_qs(scope["query_string"].decode())
+        await send({"type": "websocket.close", "code": int(query["code"][0]),
+                    **({"reason": query["reason"][0]} if "reason" in query else {})})
     elif scope["path"] == "/flood":
         started = time.perf_counter()
         for _ in range(FLOOD_MESSAGES):

@@ -51,6 +51,25 @@ def test_daphne_alone_still_cannot_close_with_1008(upstream: Server) -> None:
         assert close_code(client) != 1008, "daphne sends 1008 itself now: patch 1 can go"
 
 
+@pytest.mark.parametrize("code", [1008, 1013, 4000])
+def test_it_sends_the_close_reason_of_the_application(bent: Server, code: int) -> None:
+    with open_client(f"ws://127.0.0.1:{bent.port}/close?code={code}&reason=too+slow+%C3%A9") as client:
+        assert close_code(client) == code
+        assert client.close_reason == "too slow é"
+
+
+def test_it_cuts_a_long_close_reason_to_what_a_close_frame_holds(bent: Server) -> None:
+    with open_client(f"ws://127.0.0.1:{bent.port}/close?code=1013&reason={'é' * 100}") as client:
+        assert close_code(client) == 1013
+        assert client.close_reason == "é" * 61  # 122 of the 123 bytes: the 62nd would be split
+
+
+def test_daphne_alone_still_drops_the_close_reason(upstream: Server) -> None:
+    with open_client(f"ws://127.0.0.1:{upstream.port}/close?code=4000&reason=why") as client:
+        assert close_code(client) == 4000
+        assert client.close_reason == "", "daphne sends the close reason itself now: that part of patch 1 can go"
+
+
 # ---------------------------------------------------------------------------- 2. backpressure
 
 
