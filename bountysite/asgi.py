@@ -16,11 +16,12 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "bountysite.settings")
 django_asgi_app = get_asgi_application()  # sets Django up before the consumers are imported
 
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from django.conf import settings  # noqa: E402
 
 from bountysite import daphne_bend  # noqa: E402
 from records.routing import websocket_urlpatterns  # noqa: E402
 
-daphne_bend.install()
+daphne_bend.install(send_buffer_bytes=settings.BOUNTY_WS_SEND_BUFFER_BYTES)
 
 # Python's default collects its young generation every 700 new objects, promoting whatever is in
 # flight at that moment; with 1,000 websocket connections the old generation grows fast and each

@@ -31,6 +31,12 @@ tests/api/test_reason_phrases.py, the layer 5 in tests/api/test_bodiless.py.
    `websocket.send` (like the frames of patch 3) waits while it is paused. The close frame then
    waits behind what the client has not read yet, so a slow client gets CLOSE_HANDSHAKE_SECONDS,
    not autobahn's default of 1 s, to read up to it and answer (otherwise it would see 1006).
+   Below Twisted, Linux grows a socket's kernel send buffer up to `net.ipv4.tcp_wmem`'s maximum
+   (4 MiB) whether the client reads or not: a client reading at 50 KB/s then has 80 s of data
+   queued before anything the server sends next, a close frame included, and the server's send
+   completes long before the client has read. The patch also sets the accepted websocket's
+   SO_SNDBUF to `install(send_buffer_bytes=...)` (BOUNTY_WS_SEND_BUFFER_BYTES; Linux doubles it),
+   so that a send waits for the client, and a limit's close frame reaches it within the handshake.
 
 3. **Prebuilt frames: the `websocket.frames` extension.** Upstream: each `websocket.send` is
    framed by autobahn and queued by Twisted on its own: a burst of 1,000 changes to 1,000 clients
@@ -79,6 +85,7 @@ tests/api/test_reason_phrases.py, the layer 5 in tests/api/test_bodiless.py.
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections.abc import Awaitable, Callable, Mapping
 from functools import partial
 from http import HTTPStatus
@@ -155,6 +162,8 @@ async def _server_handle_reply(self: Any, protocol: Any, message: dict[str, Any]
         if getattr(protocol.transport, "producer", None) is not None:
             protocol.transport.unregisterProducer()
         protocol.closeHandshakeTimeout = CLOSE_HANDSHAKE_SECONDS
+        if _send_buffer_bytes is not None and isinstance(protocol.transport, tcp.Server):
+            protocol.transport.socket.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, _send_buffer_bytes)
         protocol._bounty_writable = _Writable()
         protocol.transport.registerProducer(protocol._bounty_writable, True)
     elif message.get("type") in ("websocket.send", FRAMES_EXTENSION):
@@ -250,8 +259,13 @@ class BodilessResponses:
 # ---------------------------------------------------------------------------- install
 
 
-def install() -> None:
-    """Applies every patch (idempotent)."""
+_send_buffer_bytes: int | None = None  # patch 2's SO_SNDBUF of a websocket; None: the kernel's own
+
+
+def install(*, send_buffer_bytes: int | None = None) -> None:
+    """Applies every patch (idempotent); `send_buffer_bytes`: patch 2's kernel send buffer."""
+    global _send_buffer_bytes
+    _send_buffer_bytes = send_buffer_bytes
     WebSocketProtocol.serverClose = _server_close  # 1
     Server.handle_reply = _server_handle_reply  # 2
     Server.create_application = _create_application  # 3

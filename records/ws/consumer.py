@@ -20,7 +20,14 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 
 from bountysite.daphne_bend import FRAMES_EXTENSION
 from records.metrics import WS_CLOSES, WS_OPEN
-from records.ws.limits import INTERNAL_ERROR, POLICY_VIOLATION, ConnectionSlot, MessageBudget, scope_client_address
+from records.ws.limits import (
+    INTERNAL_ERROR,
+    POLICY_VIOLATION,
+    ConnectionSlot,
+    MessageBudget,
+    Refusal,
+    scope_client_address,
+)
 from records.ws.messages import MessageBatch
 from records.ws.stream import run_stream
 
@@ -56,7 +63,7 @@ class EventsConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]
         frames = self.scope.get("extensions", {}).get(FRAMES_EXTENSION)
         self.stream = asyncio.create_task(run_stream(
             self._since(), self._send_frames if frames else self._send_texts, self._too_slow,
-            frames["write_now"] if frames else None))
+            frames["write_now"] if frames else None, address=self.client))
         self.stream.add_done_callback(self._stream_failed)
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
@@ -96,7 +103,11 @@ class EventsConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]
         self._closing = asyncio.ensure_future(self._close_for_policy())
 
     def _stream_failed(self, stream: asyncio.Task[None]) -> None:
-        if not stream.cancelled() and (error := stream.exception()) is not None:
+        if stream.cancelled() or (error := stream.exception()) is None:
+            return
+        if isinstance(error, Refusal):
+            self._closing = asyncio.ensure_future(self.close(code=error.code, reason=error.reason))
+        else:
             logger.error("websocket stream failed", exc_info=error)
             self._closing = asyncio.ensure_future(self.close(code=INTERNAL_ERROR))
 

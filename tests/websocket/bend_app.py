@@ -17,6 +17,7 @@ from typing import Any
 from urllib.parse import parse_qs
 
 FLOOD_MESSAGES = 24
+SEND_BUFFER_BYTES = 65_536  # the installed bend's websocket send buffer
 FRAMES_EXTENSION = "websocket.frames"
 
 

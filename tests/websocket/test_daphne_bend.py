@@ -12,12 +12,13 @@ import os
 import socket
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.servers import Server, start_daphne, stop
-from tests.websocket.bend_app import FLOOD_MESSAGES
+from tests.websocket.bend_app import FLOOD_MESSAGES, SEND_BUFFER_BYTES
 from tests.websocket.conftest import close_code, open_client, receive
 
 UNREAD_SECONDS = 2.0  # how long the flood's client reads nothing
@@ -88,6 +89,33 @@ def _flood_seconds(server: Server) -> float:
             data += chunk
     last: dict[str, Any] = json.loads(data[data.rindex(b"{"):data.rindex(b"}") + 1])
     return float(last["flood_seconds"])
+
+
+def _kernel_queue_for_an_unread_client(server: Server) -> int:
+    """Opens /flood on a socket that reads nothing: the bytes the server's kernel then holds for it
+    (the send queue of the server's end, from /proc/net/tcp)."""
+    with socket.socket() as raw:
+        raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8_192)
+        raw.connect(("127.0.0.1", server.port))
+        raw.sendall(b"GET /flood HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                    b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
+        time.sleep(UNREAD_SECONDS)
+        client_port = raw.getsockname()[1]
+        for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+            fields = line.split()
+            local, remote = (int(address.split(":")[1], 16) for address in fields[1:3])
+            if (local, remote) == (server.port, client_port):
+                return int(fields[4].split(":")[0], 16)
+    raise AssertionError("the server's end of the connection is not in /proc/net/tcp")
+
+
+def test_the_kernel_holds_little_for_a_client_that_reads_nothing(bent: Server) -> None:
+    assert _kernel_queue_for_an_unread_client(bent) <= 4 * SEND_BUFFER_BYTES  # Linux doubles SO_SNDBUF
+
+
+def test_daphne_alone_still_lets_the_kernel_queue_megabytes(upstream: Server) -> None:
+    assert _kernel_queue_for_an_unread_client(upstream) > 4 * SEND_BUFFER_BYTES, \
+        "the kernel holds little for a slow websocket client now: patch 2's SO_SNDBUF can go"
 
 
 def test_a_send_waits_while_the_client_reads_nothing(bent: Server) -> None:
