@@ -1,5 +1,5 @@
 """The limits of the websocket `/ws/events` (docs/api.md, Limits and close codes), each closing
-with 1008.
+with 1008, but for a snapshot's wait for a slot (1013, try again later).
 
 Connections are capped per process (BOUNTY_WS_MAX_CONNECTIONS) and per client address
 (BOUNTY_WS_MAX_CONNECTIONS_PER_CLIENT, shared by every process with Redis). Both caps count the
