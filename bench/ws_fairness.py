@@ -19,13 +19,16 @@ X-Forwarded-For):
    the same record reads and the third address's snapshot run again; the slow clients keep going
    for `--attack-seconds` (default 40), past their snapshots' deadlines.
 
-It prints the snapshot slots over time (the server's `bounty_ws_snapshots_sending` and
-`_waiting` gauges, the slow sockets receiving a snapshot, and the server's closes of slow sockets
-by code), the third address's snapshot time and the slowest record read, each with its ratio to
-the baseline of the same run, and the issue's targets: every record read 200 within 3 s, the third
-address's snapshot complete within 90 s. `--unshared` first runs the attack with the snapshot
-limits opened up as they were before they were shared (8 readers, 20 per address, no minimum
-rate, no wait limit, a pool to match) for comparison. Without PostgreSQL it says so and exits.
+It also times full snapshots with the websocket's bounded kernel send buffer
+(BOUNTY_WS_SEND_BUFFER_BYTES) against 4 MiB, what Linux would grow it to (the median of 6 each,
+alternated), for what the bound costs a fast client. It prints the snapshot slots over time
+(the server's `bounty_ws_snapshots_sending` and `_waiting` gauges, the slow sockets receiving a
+snapshot, and the server's closes of slow sockets by code), the third address's snapshot time
+and the slowest record read, each with its ratio to the baseline of the same run, and the
+issue's targets: every record read 200 within 3 s, the third address's snapshot complete within
+90 s. `--unshared` first runs the attack with the snapshot limits opened up as they were before
+they were shared (8 readers, 20 per address, no minimum rate, no wait limit, a pool to match)
+for comparison. Without PostgreSQL it says so and exits.
 """
 
 from __future__ import annotations
@@ -378,6 +381,17 @@ def measure(database_url: str, args: argparse.Namespace, attack: bool, **setting
         server.wait(timeout=30)
 
 
+def snapshot_seconds(database_url: str, bounties: int, rounds: int, **settings: str) -> list[float]:
+    """One full snapshot after another, `rounds` times, nothing else running: their seconds."""
+    server, port = serve(database_url, **settings)
+    try:
+        return [seconds for _ in range(rounds)
+                if (seconds := asyncio.run(full_snapshot(port, bounties, SNAPSHOT_TARGET_SECONDS))[0]) is not None]
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
 def report(name: str, outcome: Outcome, baseline: Outcome | None) -> None:
     print(f"\n{name}")
     for line in outcome.timeline:
@@ -441,6 +455,16 @@ def main() -> None:
               f"{os.getloadavg()[0]:.1f}", flush=True)
         baseline = measure(database_url, args, attack=False)
         report("baseline (no slow clients)", baseline, None)
+        # What the bounded kernel send buffer costs a fast client (loopback), alternated against the noise.
+        bounded: list[float] = []
+        kernel: list[float] = []
+        for _ in range(3):
+            bounded += snapshot_seconds(database_url, args.bounties, 2)
+            kernel += snapshot_seconds(database_url, args.bounties, 2, BOUNTY_WS_SEND_BUFFER_BYTES="4194304")
+        ratio = statistics.median(bounded) / statistics.median(kernel)
+        print(f"  full snapshot, median of {len(bounded)}: {statistics.median(bounded):.2f} s with the websocket's "
+              f"send buffer of {settings.BOUNTY_WS_SEND_BUFFER_BYTES:,} bytes, {statistics.median(kernel):.2f} s "
+              f"with 4 MiB (the kernel's own maximum): ratio {ratio:.2f}")
         if args.unshared:
             unshared = measure(database_url, args, attack=True, BOUNTY_WS_SNAPSHOT_READERS="8",
                                BOUNTY_WS_SNAPSHOT_READERS_PER_CLIENT="20", BOUNTY_WS_SNAPSHOT_WAIT_SECONDS="3600",
