@@ -17,7 +17,10 @@ tests/api/test_reason_phrases.py, the layer 5 in tests/api/test_bodiless.py.
    daphne's reply handler, the application dies, and the client sees 1011. We need 1008
    (policy violation) for the websocket's limits (docs/api.md, Limits and close codes). The
    patch calls autobahn's `sendCloseFrame` -- the method `sendClose` itself ends in, minus the
-   check -- for a code an endpoint may send, and `sendClose` for everything else.
+   check -- for a code an endpoint may send, and `sendClose` for everything else. Upstream also
+   drops the `reason` of `websocket.close` (ASGI's, which Channels' `close(code, reason)` sends):
+   we need it to tell a client which limit closed it (a snapshot taken too slowly, no snapshot slot
+   free). The patch passes it on, cut to the 123 bytes a close frame holds.
 
 2. **Backpressure.** Upstream: `websocket.send` completes at once and Twisted buffers the bytes
    without limit, so a client that stops reading makes the server hold everything ever sent to it
@@ -29,6 +32,12 @@ tests/api/test_reason_phrases.py, the layer 5 in tests/api/test_bodiless.py.
    `websocket.send` (like the frames of patch 3) waits while it is paused. The close frame then
    waits behind what the client has not read yet, so a slow client gets CLOSE_HANDSHAKE_SECONDS,
    not autobahn's default of 1 s, to read up to it and answer (otherwise it would see 1006).
+   Below Twisted, Linux grows a socket's kernel send buffer up to `net.ipv4.tcp_wmem`'s maximum
+   (4 MiB) whether the client reads or not: a client reading at 50 KB/s then has 80 s of data
+   queued before anything the server sends next, a close frame included, and the server's send
+   completes long before the client has read. The patch also sets the accepted websocket's
+   SO_SNDBUF to `install(send_buffer_bytes=...)` (BOUNTY_WS_SEND_BUFFER_BYTES; Linux doubles it),
+   so that a send waits for the client, and a limit's close frame reaches it within the handshake.
 
 3. **Prebuilt frames: the `websocket.frames` extension.** Upstream: each `websocket.send` is
    framed by autobahn and queued by Twisted on its own: a burst of 1,000 changes to 1,000 clients
@@ -108,6 +117,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 from collections.abc import Awaitable, Callable, Mapping
 from functools import partial
 from http import HTTPStatus
@@ -146,16 +156,24 @@ class Limits:
     """What install() was given."""
 
     http_stall_seconds = HTTP_STALL_SECONDS
+    send_buffer_bytes: int | None = None  # patch 2's SO_SNDBUF of a websocket; None: the kernel's own
 
 
 # ---------------------------------------------------------------------------- 1. close codes
 
 
-def _server_close(self: Any, code: int | None = None) -> None:
+def _server_close(self: Any, code: int | None = None, reason: str | None = None) -> None:
     if code in SENDABLE_CLOSE_CODES:
-        self.sendCloseFrame(code=code, isReply=False)
+        self.sendCloseFrame(code=code, reasonUtf8=_close_reason(reason), isReply=False)
+    elif reason:
+        self.sendClose(code=1000 if code is None else code, reason=reason)  # autobahn cuts it to 123 bytes
     else:
         Upstream.server_close(self, code=code)
+
+
+def _close_reason(reason: str | None) -> bytes | None:
+    """The reason as a close frame holds it: UTF-8, at most 123 bytes, never a split character."""
+    return reason.encode()[:123].decode(errors="ignore").encode() if reason else None
 
 
 # ---------------------------------------------------------------------------- 2. backpressure
@@ -197,6 +215,8 @@ async def _server_handle_reply(self: Any, protocol: Any, message: dict[str, Any]
         if getattr(protocol.transport, "producer", None) is not None:
             protocol.transport.unregisterProducer()
         protocol.closeHandshakeTimeout = CLOSE_HANDSHAKE_SECONDS
+        if Limits.send_buffer_bytes is not None and isinstance(protocol.transport, tcp.Server):
+            protocol.transport.socket.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, Limits.send_buffer_bytes)
         protocol._bounty_writable = _Writable()
         protocol.transport.registerProducer(protocol._bounty_writable, True)
     elif message.get("type") in ("websocket.send", FRAMES_EXTENSION):
@@ -242,7 +262,9 @@ def write(transport: Any, frames: bytes) -> None:
 
 
 def _protocol_handle_reply(self: Any, message: dict[str, Any]) -> None:
-    if message.get("type") != FRAMES_EXTENSION:
+    if message.get("type") == "websocket.close" and message.get("reason") and self.state != self.STATE_CONNECTING:
+        self.serverClose(code=message.get("code"), reason=message["reason"])  # 1, with its reason
+    elif message.get("type") != FRAMES_EXTENSION:
         Upstream.protocol_handle_reply(self, message)
     elif self.state == self.STATE_CONNECTING:
         raise ValueError("Socket has not been accepted, so cannot send over it")
@@ -349,12 +371,14 @@ def _request_finish(self: Any) -> None:
 # ---------------------------------------------------------------------------- install
 
 
-def install(*, http_stall_seconds: float = HTTP_STALL_SECONDS) -> None:
-    """Applies every patch (idempotent); `http_stall_seconds` is patch 6's limit."""
+def install(*, http_stall_seconds: float = HTTP_STALL_SECONDS, send_buffer_bytes: int | None = None) -> None:
+    """Applies every patch (idempotent); `http_stall_seconds` is patch 6's limit, `send_buffer_bytes`
+    patch 2's kernel send buffer of a websocket (None: the kernel's own)."""
+    Limits.send_buffer_bytes = send_buffer_bytes
     WebSocketProtocol.serverClose = _server_close  # 1
     Server.handle_reply = _server_handle_reply  # 2
     Server.create_application = _create_application  # 3
-    WebSocketProtocol.handle_reply = _protocol_handle_reply  # 3
+    WebSocketProtocol.handle_reply = _protocol_handle_reply  # 3, and 1's reasons
     for status in HTTPStatus:  # 4
         http.RESPONSES.setdefault(status.value, status.phrase.encode("ascii"))
     Limits.http_stall_seconds = http_stall_seconds  # 6, with Server.handle_reply above

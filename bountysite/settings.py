@@ -241,6 +241,26 @@ BOUNTY_WS_MAX_MESSAGE_BYTES = env_int("BOUNTY_WS_MAX_MESSAGE_BYTES", 4_096, mini
 DAPHNE_WEBSOCKET_MAX_MESSAGE_SIZE = BOUNTY_WS_MAX_MESSAGE_BYTES
 BOUNTY_WS_MAX_BACKLOG = env_int("BOUNTY_WS_MAX_BACKLOG", 10_000, minimum=1)  # live messages queued per client
 BOUNTY_WS_POLL_SECONDS = env_int("BOUNTY_WS_POLL_MS", 50, minimum=10, maximum=60_000) / 1000
+# The kernel's send buffer of a websocket (bountysite/daphne_bend.py, patch 2): what may wait for a slow client.
+BOUNTY_WS_SEND_BUFFER_BYTES = env_int("BOUNTY_WS_SEND_BUFFER_BYTES", 131_072, minimum=4_096)
+# Snapshots (docs/api.md, Limits and close codes): each holds a database connection and a read
+# transaction while it is sent. At most this many at once per process and per client address
+# (others wait, up to the wait, then 1013); each must be taken by its deadline, the base plus its
+# bytes at the minimum rate (1008 past it).
+BOUNTY_WS_SNAPSHOT_READERS = env_int("BOUNTY_WS_SNAPSHOT_READERS", 4, minimum=1)
+BOUNTY_WS_SNAPSHOT_READERS_PER_CLIENT = env_int("BOUNTY_WS_SNAPSHOT_READERS_PER_CLIENT", 2, minimum=1)
+BOUNTY_WS_SNAPSHOT_WAIT_SECONDS = env_int("BOUNTY_WS_SNAPSHOT_WAIT_SECONDS", 5, minimum=1)
+BOUNTY_WS_SNAPSHOT_BASE_SECONDS = env_int("BOUNTY_WS_SNAPSHOT_BASE_SECONDS", 10, minimum=1)
+BOUNTY_WS_SNAPSHOT_MIN_BYTES_PER_SECOND = env_int("BOUNTY_WS_SNAPSHOT_MIN_BYTES_PER_SECOND", 100_000, minimum=1)
+# A web process's pool must hold its snapshot readers, the live feed's reads and HTTP requests'.
+WEB_POOL_HEADROOM = 4  # connections left for HTTP requests beside the snapshots and the feed
+if _database["ENGINE"] != "django.db.backends.sqlite3":
+    _pool_max = _database["OPTIONS"]["pool"]["max_size"]
+    if _pool_max < BOUNTY_WS_SNAPSHOT_READERS + 1 + WEB_POOL_HEADROOM:
+        raise ImproperlyConfigured(
+            f"DATABASE_POOL_MAX ({_pool_max}) must be at least BOUNTY_WS_SNAPSHOT_READERS "
+            f"({BOUNTY_WS_SNAPSHOT_READERS}) + 1 for the websocket feed + {WEB_POOL_HEADROOM} for HTTP requests "
+            f"({BOUNTY_WS_SNAPSHOT_READERS + 1 + WEB_POOL_HEADROOM}): raise it or lower BOUNTY_WS_SNAPSHOT_READERS")
 
 # ---------------------------------------------------------------- read API
 

@@ -54,6 +54,9 @@ WS_MESSAGES = Counter("bounty_ws_messages_sent", "Websocket messages sent to cli
 WS_CLOSES = Counter("bounty_ws_closes", "Websocket connections closed, by close code.", ("code",))
 WS_SLOWEST_QUEUE = Gauge("bounty_ws_slowest_send_queue",
                          "Live messages waiting to be sent to the most backed-up websocket client.")
+WS_SNAPSHOTS_SENDING = Gauge("bounty_ws_snapshots_sending",
+                             "Websocket snapshots being sent (each holding a snapshot slot and a database connection).")
+WS_SNAPSHOTS_WAITING = Gauge("bounty_ws_snapshots_waiting", "Websocket snapshots waiting for a snapshot slot.")
 REDIS_UNREACHABLE = Gauge("bounty_redis_unreachable_seconds",
                           "Seconds this process has not reached Redis (it does without it meanwhile); 0 while it "
                           "answers, and without Redis configured.")

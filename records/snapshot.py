@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -38,3 +39,16 @@ def read_snapshot() -> Iterator[None]:
         else:
             with connection.cursor() as cursor:
                 cursor.execute("ROLLBACK")
+
+
+def end_snapshot_within(seconds: float) -> None:
+    """Inside `read_snapshot`, on PostgreSQL: the server ends the transaction, and its session, if
+    it is still idle in it, or still in one statement, `seconds` from now (SET LOCAL: until its end;
+    called again, from then). So a reader whose thread or process is stuck cannot hold back
+    VACUUM past its deadline. Nothing on SQLite, which has no such timeout."""
+    if not dialect(connection).repeatable_read_snapshot:
+        return
+    milliseconds = max(1, math.ceil(seconds * 1000))
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT set_config('idle_in_transaction_session_timeout', %s, true), "
+                       "set_config('statement_timeout', %s, true)", [str(milliseconds), str(milliseconds)])

@@ -27,6 +27,7 @@ from records.ws.limits import (
     POLICY_VIOLATION,
     ConnectionSlot,
     MessageBudget,
+    Refusal,
     connects_too_often,
     scope_client_address,
 )
@@ -68,7 +69,7 @@ class EventsConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]
         frames = self.scope.get("extensions", {}).get(FRAMES_EXTENSION)
         self.stream = asyncio.create_task(run_stream(
             self._since(), self._send_frames if frames else self._send_texts, self._too_slow,
-            frames["write_now"] if frames else None))
+            frames["write_now"] if frames else None, address=self.client))
         self.stream.add_done_callback(self._stream_failed)
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
@@ -121,7 +122,11 @@ class EventsConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]
         self._closing = asyncio.ensure_future(self._close_for_policy())
 
     def _stream_failed(self, stream: asyncio.Task[None]) -> None:
-        if not stream.cancelled() and (error := stream.exception()) is not None:
+        if stream.cancelled() or (error := stream.exception()) is None:
+            return
+        if isinstance(error, Refusal):
+            self._closing = asyncio.ensure_future(self.close(code=error.code, reason=error.reason))
+        else:
             logger.error("websocket stream failed", exc_info=error)
             self._closing = asyncio.ensure_future(self.close(code=INTERNAL_ERROR))
 

@@ -1,5 +1,5 @@
 """The limits of the websocket `/ws/events` (docs/api.md, Limits and close codes), each closing
-with 1008.
+with 1008, but for a snapshot's wait for a slot (1013, try again later).
 
 How often a client opens connections is limited (BOUNTY_WS_CONNECTS_PER_MINUTE, in fixed windows
 of a minute), counted as the HTTP rate limits count requests (bountysite.ratelimit.spend): in
@@ -31,6 +31,12 @@ drops the connection from memory and queues its removal from Redis, which one th
 order behind the connection's admission. At the process's exit, what it still holds in Redis is
 removed (daphne may stop without ending its applications).
 
+Snapshots run at most BOUNTY_WS_SNAPSHOT_READERS at once per process and
+BOUNTY_WS_SNAPSHOT_READERS_PER_CLIENT per client address (`SnapshotSlot`): each holds a database
+connection and a read transaction while it is sent, so one address's slow readers cannot take
+every reader. A snapshot waiting longer than BOUNTY_WS_SNAPSHOT_WAIT_SECONDS for both is closed
+with 1013 (try again later).
+
 Messages from a client are limited in number per window and in size. The client address is found
 as for HTTP (bountysite/client_address.py): X-Forwarded-For is believed only from trusted proxies,
 and the caps count an IPv6 client by its /64, as the HTTP rate limit does.
@@ -54,11 +60,13 @@ from django.core.cache import caches
 from bountysite.cache import RedisCache
 from bountysite.client_address import client_address, client_key
 from bountysite.ratelimit import spend
+from records.metrics import WS_SNAPSHOTS_SENDING, WS_SNAPSHOTS_WAITING
 
 logger = logging.getLogger(__name__)
 
 POLICY_VIOLATION = 1008
 INTERNAL_ERROR = 1011
+TRY_AGAIN_LATER = 1013
 RENEW_SECONDS = 20.0  # how often a process renews its connections' entries in Redis
 ENTRY_SECONDS = 60.0  # how long an entry counts without being renewed: its process died
 
@@ -226,6 +234,84 @@ def _remove_all_shared() -> None:
         except Exception:
             logger.warning("could not remove this process's websocket connections from the shared count; they "
                            "stop counting within %s s", ENTRY_SECONDS, exc_info=True)
+
+
+class Refusal(Exception):
+    """The stream ends and the server closes the connection with `code` and `reason` (at most 123
+    bytes of UTF-8, what a close frame holds)."""
+
+    def __init__(self, code: int, reason: str) -> None:
+        super().__init__(reason)
+        self.code = code
+        self.reason = reason
+
+
+class SnapshotSlot:
+    """A snapshot's place among this process's snapshot readers and among its client address's,
+    held inside `async with`."""
+
+    def __init__(self, address: str) -> None:
+        self.address = client_key(address)  # as the connection caps count the client: an IPv6 client's /64
+        self._held: list[asyncio.Semaphore] = []
+
+    async def __aenter__(self) -> SnapshotSlot:
+        """Waits for the address's slot first, then the process's, so that one address's waiting
+        snapshots queue behind its own, never ahead of other addresses'. Refusal (1013) past
+        BOUNTY_WS_SNAPSHOT_WAIT_SECONDS, holding nothing."""
+        wait: int = settings.BOUNTY_WS_SNAPSHOT_WAIT_SECONDS
+        semaphores = (_snapshot_readers.join(self.address), _snapshot_readers.process())
+        try:
+            with WS_SNAPSHOTS_WAITING.track_inprogress():
+                async with asyncio.timeout(wait):
+                    for semaphore in semaphores:
+                        await semaphore.acquire()
+                        self._held.append(semaphore)
+        except BaseException as error:
+            self._release()
+            if isinstance(error, TimeoutError):
+                raise Refusal(TRY_AGAIN_LATER, f"no snapshot slot free within {wait} s; try again later") from None
+            raise
+        WS_SNAPSHOTS_SENDING.inc()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        WS_SNAPSHOTS_SENDING.dec()
+        self._release()
+
+    def _release(self) -> None:
+        while self._held:
+            self._held.pop().release()
+        _snapshot_readers.leave(self.address)
+
+
+class _SnapshotReaders:
+    """This process's snapshot semaphores: one for the process, and one per client address for as
+    long as a snapshot of the address holds it or waits for it."""
+
+    def __init__(self) -> None:
+        self._process: asyncio.Semaphore | None = None
+        self._by_address: dict[str, asyncio.Semaphore] = {}
+        self._users: defaultdict[str, int] = defaultdict(int)
+
+    def process(self) -> asyncio.Semaphore:
+        if self._process is None:
+            self._process = asyncio.Semaphore(settings.BOUNTY_WS_SNAPSHOT_READERS)
+        return self._process
+
+    def join(self, address: str) -> asyncio.Semaphore:
+        """The address's semaphore, for one more snapshot (`leave` when it is done with it)."""
+        self._users[address] += 1
+        if address not in self._by_address:
+            self._by_address[address] = asyncio.Semaphore(settings.BOUNTY_WS_SNAPSHOT_READERS_PER_CLIENT)
+        return self._by_address[address]
+
+    def leave(self, address: str) -> None:
+        self._users[address] -= 1
+        if self._users[address] <= 0:
+            del self._users[address], self._by_address[address]
+
+
+_snapshot_readers = _SnapshotReaders()
 
 
 class MessageBudget:

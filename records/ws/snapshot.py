@@ -4,18 +4,24 @@ It is read with the deployment's `last_seq` S in one consistent read (PostgreSQL
 READ transaction; SQLite in WAL: one read transaction), streamed in chunks from a thread, so
 memory stays bounded whatever the number of records. Every snapshot message carries S, and
 `snapshot.complete` ends it: from then on the client can resume with `?since=`.
+
+Each snapshot holds a database connection and its transaction while the client takes it: it waits
+for a slot (records.ws.limits.SnapshotSlot), and must be taken by a deadline that grows with its
+size (SnapshotDeadline), past which it is closed with 1008 and everything it held is freed.
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from typing import cast
 
 import orjson
+from django.conf import settings
 from django.db import connection
 
 from records.kinds import KINDS, RecordKind
@@ -28,7 +34,8 @@ from records.selectors import (
     last_seq,
     record_bodies,
 )
-from records.snapshot import read_snapshot
+from records.snapshot import end_snapshot_within, read_snapshot
+from records.ws.limits import POLICY_VIOLATION, Refusal, SnapshotSlot
 from records.ws.messages import (
     MessageBatch,
     SnapshotComplete,
@@ -37,30 +44,59 @@ from records.ws.messages import (
     encode,
     snapshot_type,
 )
-from records.ws.outbox import Send, TooSlow
+from records.ws.outbox import Send
 
 SNAPSHOT_CHUNK = 500  # snapshot records per read from the database thread
-SNAPSHOT_READERS = 8  # concurrent snapshot reads per process (each holds a database connection)
-SNAPSHOT_STALL_SECONDS = 30  # a client that takes longer to accept a snapshot chunk is too slow
+# Snapshot bytes per send: a send returns once the server's buffer is below 64 KiB (daphne_bend,
+# patch 2), so at most about twice this waits in it, and a close frame (a client too slow) reaches
+# the client after that much, not after a whole chunk.
+SNAPSHOT_PIECE_BYTES = 64 * 1024
+
+
+class SnapshotDeadline:
+    """When a client must have taken a snapshot's first `size` bytes: BOUNTY_WS_SNAPSHOT_BASE_SECONDS
+    after the snapshot started, plus those bytes at BOUNTY_WS_SNAPSHOT_MIN_BYTES_PER_SECOND. So
+    the deadline grows with the snapshot, and a client slower than the rate falls behind it and is
+    closed long before the whole snapshot's deadline (monotonic clock)."""
+
+    def __init__(self) -> None:
+        self.start = time.monotonic()
+        self.base: int = settings.BOUNTY_WS_SNAPSHOT_BASE_SECONDS
+        self.rate: int = settings.BOUNTY_WS_SNAPSHOT_MIN_BYTES_PER_SECOND
+
+    def at(self, size: int) -> float:
+        return self.start + self.base + size / self.rate
+
+    def refusal(self) -> Refusal:
+        return Refusal(POLICY_VIOLATION, f"snapshot taken slower than {self.rate} bytes/s")
+
 
 class SnapshotReader:
     """Every record of the active deployment as snapshot messages, and the seq they are current
     at, from one consistent read. All its methods run in one dedicated thread (the transaction
-    belongs to that thread's database connection)."""
+    belongs to that thread's database connection). The transaction ends by the deadline of what
+    has been read, even if the thread or process gets stuck (records.snapshot.end_snapshot_within):
+    the client's deadline is never later, since it has been sent no more than was read."""
 
-    def __init__(self) -> None:
+    def __init__(self, deadline: SnapshotDeadline) -> None:
         self.last_seq = 0
+        self.deadline = deadline
+        self.read_bytes = 0
         self._messages: Iterator[bytes] = iter(())
         self._snapshot = ExitStack()  # the read transaction, from open() to close()
         self._counts = cast(SnapshotCounts, dict.fromkeys((kind.resource for kind in KINDS), 0))
 
     def open(self) -> None:
         self._snapshot.enter_context(read_snapshot())
+        self._end_by_deadline()
         deployment = active_deployment()
         if deployment is not None:
             self.last_seq = last_seq(deployment.pk)
             self._messages = itertools.chain.from_iterable(self._kind(deployment, kind) for kind in KINDS)
         self._messages = itertools.chain(self._messages, self._complete())
+
+    def _end_by_deadline(self) -> None:
+        end_snapshot_within(self.deadline.at(self.read_bytes) - time.monotonic())
 
     def _kind(self, deployment: Deployment, kind: RecordKind) -> Iterator[bytes]:
         query = ListQuery(kind=kind, descending=False, deployments=DeploymentFilter(
@@ -74,13 +110,30 @@ class SnapshotReader:
     def _complete(self) -> Iterator[bytes]:
         yield encode(SnapshotComplete(type="snapshot.complete", payload=self._counts, seq=self.last_seq))
 
-    def next_chunk(self, framed: bool) -> MessageBatch:
-        """The next SNAPSHOT_CHUNK messages (`framed`: their frames made too); empty at the end."""
-        batch = MessageBatch(list(itertools.islice(self._messages, SNAPSHOT_CHUNK)))
-        if framed:
-            batch.frames  # noqa: B018 (made here, in the reader's thread, rather than on the event loop)
+    def next_chunk(self, framed: bool) -> list[tuple[MessageBatch, int]]:
+        """The next SNAPSHOT_CHUNK messages (`framed`: their frames made too) in pieces of about
+        SNAPSHOT_PIECE_BYTES, each with its size in bytes; empty at the end."""
+        pieces: list[tuple[MessageBatch, int]] = []
+        texts: list[bytes] = []
+        size = 0
+        for text in itertools.islice(self._messages, SNAPSHOT_CHUNK):
+            texts.append(text)
+            size += len(text)
+            if size >= SNAPSHOT_PIECE_BYTES:
+                pieces.append(self._piece(texts, framed))
+                texts, size = [], 0
+        if texts:
+            pieces.append(self._piece(texts, framed))
+        if pieces:
+            self._end_by_deadline()
+        return pieces
+
+    def _piece(self, texts: list[bytes], framed: bool) -> tuple[MessageBatch, int]:
+        batch = MessageBatch(texts)
+        size = len(batch.frames) if framed else sum(map(len, texts))  # frames made here, off the event loop
+        self.read_bytes += size
         WS_MESSAGES.inc(len(batch))
-        return batch
+        return batch, size
 
     def close(self) -> None:
         try:
@@ -89,31 +142,28 @@ class SnapshotReader:
             connection.close()
 
 
-_readers: asyncio.Semaphore | None = None
-
-
-async def stream_snapshot(send: Send, *, framed: bool) -> int:
-    """Sends the snapshot through `send` (`framed`: to a server that takes frames); returns the
-    first seq the client has not seen."""
-    global _readers
-    if _readers is None:
-        _readers = asyncio.Semaphore(SNAPSHOT_READERS)
+async def stream_snapshot(send: Send, *, framed: bool, address: str) -> int:
+    """Sends the snapshot through `send` (`framed`: to a server that takes frames) once a snapshot
+    slot of the client's `address` is free (records.ws.limits.SnapshotSlot); returns the first seq
+    the client has not seen. Refusal (1008) when the client takes it slower than its deadline."""
     loop = asyncio.get_running_loop()
-    async with _readers:
+    async with SnapshotSlot(address):
+        deadline = SnapshotDeadline()
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ws-snapshot") as thread:
-            reader = SnapshotReader()
-            pending: asyncio.Future[MessageBatch] | None = None
+            reader = SnapshotReader(deadline)
+            sent = 0
             try:
                 await loop.run_in_executor(thread, reader.open)
                 pending = loop.run_in_executor(thread, reader.next_chunk, framed)
-                while chunk := await pending:
+                while pieces := await pending:
                     pending = loop.run_in_executor(thread, reader.next_chunk, framed)  # read ahead one chunk
-                    try:
-                        async with asyncio.timeout(SNAPSHOT_STALL_SECONDS):
-                            await send(chunk)
-                    except TimeoutError:
-                        raise TooSlow from None
-                pending = None
+                    for piece, size in pieces:
+                        sent += size
+                        try:
+                            async with asyncio.timeout(deadline.at(sent) - time.monotonic()):
+                                await send(piece)
+                        except TimeoutError:
+                            raise deadline.refusal() from None
             finally:
                 # The thread runs one call at a time: the close waits for a read in flight.
                 await asyncio.shield(loop.run_in_executor(thread, reader.close))

@@ -108,6 +108,7 @@ def test_websocket_connections_messages_and_close_codes_are_counted(serve: Calla
     assert value(samples, "bounty_ws_connections_open") == 1
     assert value(samples, "bounty_ws_messages_sent_total") == len(snapshot)
     assert value(samples, "bounty_ws_slowest_send_queue") == 0
+    assert value(samples, "bounty_ws_snapshots_sending") == value(samples, "bounty_ws_snapshots_waiting") == 0
     client.close(code=1000)
     deadline = time.monotonic() + 10
     while value(samples, "bounty_ws_connections_open") != 0 and time.monotonic() < deadline:

@@ -93,6 +93,11 @@ def test_debug_is_off_and_a_secret_key_is_required_by_default(tmp_path: Path) ->
         ({"BOUNTY_INDEXER_MAX_WAIT_MS": "500"}, "BOUNTY_INDEXER_MAX_WAIT_MS must be at least 1000, got 500"),
         ({"BOUNTY_INDEXER_POLL_MS": "20000", "BOUNTY_INDEXER_MAX_WAIT_MS": "10000"},
          "BOUNTY_INDEXER_MAX_WAIT_MS (10000) must be at least BOUNTY_INDEXER_POLL_MS (20000)"),
+        ({"DATABASE_URL": "postgres://bounty@db.invalid/bounty", "DATABASE_POOL_MAX": "8"},
+         "DATABASE_POOL_MAX (8) must be at least BOUNTY_WS_SNAPSHOT_READERS (4) + 1 for the websocket feed "
+         "+ 4 for HTTP requests (9)"),
+        ({"DATABASE_URL": "postgres://bounty@db.invalid/bounty", "BOUNTY_WS_SNAPSHOT_READERS": "8"},
+         "DATABASE_POOL_MAX (10) must be at least BOUNTY_WS_SNAPSHOT_READERS (8)"),
     ],
 )
 def test_a_bad_value_stops_the_process_naming_the_variable(tmp_path: Path, env: dict[str, str], message: str) -> None:

@@ -2,7 +2,7 @@
 bend_app_installed.py (with bountysite/daphne_bend.py installed, HTTP_STALL_SECONDS its limit).
 Websockets, by path:
 
-- `/close?code=N`: accepts, then closes with code N.
+- `/close?code=N[&reason=R]`: accepts, then closes with code N (and reason R).
 - `/flood`: accepts, sends FLOOD_MESSAGES texts of 1 MiB through `websocket.send`, then a last
   text `{"flood_seconds": ...}`: how long those sends took to complete.
 - `/frames`: accepts; with the `websocket.frames` extension in the scope, sends two messages in
@@ -25,6 +25,7 @@ from urllib.parse import parse_qs
 
 FLOOD_MESSAGES = 24
 HTTP_STALL_SECONDS = 4  # well above test_daphne_bend.UNREAD_SECONDS
+SEND_BUFFER_BYTES = 65_536  # the installed bend's websocket send buffer
 FRAMES_EXTENSION = "websocket.frames"
 DENIAL_EXTENSION = "websocket.http.response"
 DENIAL_BODY = b'{"detail": "too many connections"}'
@@ -57,8 +58,9 @@ async def application(scope: dict[str, Any], receive: Callable[[], Awaitable[dic
         return
     await send({"type": "websocket.accept"})
     if scope["path"] == "/close":
-        code = int(parse_qs(scope["query_string"].decode())["code"][0])
-        await send({"type": "websocket.close", "code": code})
+        query = parse_qs(scope["query_string"].decode())
+        await send({"type": "websocket.close", "code": int(query["code"][0]),
+                    **({"reason": query["reason"][0]} if "reason" in query else {})})
     elif scope["path"] == "/flood":
         started = time.perf_counter()
         for _ in range(FLOOD_MESSAGES):

@@ -80,9 +80,10 @@ def commit_change(deployment: Deployment, kind: str, payload: dict[str, Any], co
     return state.last_seq
 
 
-def many_bounties(deployment: Deployment, count: int) -> None:
-    """`count` bounties with IDs 1..count, written in bulk (copies of one factory bounty)."""
-    template = make_bounty(deployment, bounty_id=1)
+def many_bounties(deployment: Deployment, count: int, **fields: Any) -> None:
+    """`count` bounties with IDs 1..count, written in bulk (copies of one factory bounty, made
+    with `fields`)."""
+    template = make_bounty(deployment, bounty_id=1, **fields)
     fields = {f.attname: getattr(template, f.attname) for f in Bounty._meta.concrete_fields if f.attname != "id"}
     Bounty.objects.bulk_create([Bounty(**{**fields, "bounty_id": n}) for n in range(2, count + 1)], batch_size=2_000)
 

@@ -14,12 +14,13 @@ import re
 import socket
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.servers import Server, start_daphne, stop
-from tests.websocket.bend_app import DENIAL_BODY, FLOOD_MESSAGES, HTTP_STALL_SECONDS
+from tests.websocket.bend_app import DENIAL_BODY, FLOOD_MESSAGES, HTTP_STALL_SECONDS, SEND_BUFFER_BYTES
 from tests.websocket.conftest import close_code, open_client, receive, upgrade
 
 UNREAD_SECONDS = 2.0  # how long the flood's client reads nothing
@@ -53,6 +54,25 @@ def test_daphne_alone_still_cannot_close_with_1008(upstream: Server) -> None:
         assert close_code(client) != 1008, "daphne sends 1008 itself now: patch 1 can go"
 
 
+@pytest.mark.parametrize("code", [1008, 1013, 4000])
+def test_it_sends_the_close_reason_of_the_application(bent: Server, code: int) -> None:
+    with open_client(f"ws://127.0.0.1:{bent.port}/close?code={code}&reason=too+slow+%C3%A9") as client:
+        assert close_code(client) == code
+        assert client.close_reason == "too slow é"
+
+
+def test_it_cuts_a_long_close_reason_to_what_a_close_frame_holds(bent: Server) -> None:
+    with open_client(f"ws://127.0.0.1:{bent.port}/close?code=1013&reason={'é' * 100}") as client:
+        assert close_code(client) == 1013
+        assert client.close_reason == "é" * 61  # 122 of the 123 bytes: the 62nd would be split
+
+
+def test_daphne_alone_still_drops_the_close_reason(upstream: Server) -> None:
+    with open_client(f"ws://127.0.0.1:{upstream.port}/close?code=4000&reason=why") as client:
+        assert close_code(client) == 4000
+        assert client.close_reason == "", "daphne sends the close reason itself now: that part of patch 1 can go"
+
+
 # ---------------------------------------------------------------------------- 2. backpressure
 
 WEBSOCKET_FLOOD = (b"GET /flood HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
@@ -75,6 +95,32 @@ def _flood_seconds(server: Server, request: bytes = WEBSOCKET_FLOOD) -> float:
             data += chunk
     flood: dict[str, Any] = json.loads(last.group())
     return float(flood["flood_seconds"])
+
+
+def _kernel_queue_for_an_unread_client(server: Server) -> int:
+    """Opens /flood on a socket that reads nothing: the bytes the server's kernel then holds for it
+    (the send queue of the server's end, from /proc/net/tcp)."""
+    with socket.socket() as raw:
+        raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8_192)
+        raw.connect(("127.0.0.1", server.port))
+        raw.sendall(WEBSOCKET_FLOOD)
+        time.sleep(UNREAD_SECONDS)
+        client_port = raw.getsockname()[1]
+        for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+            fields = line.split()
+            local, remote = (int(address.split(":")[1], 16) for address in fields[1:3])
+            if (local, remote) == (server.port, client_port):
+                return int(fields[4].split(":")[0], 16)
+    raise AssertionError("the server's end of the connection is not in /proc/net/tcp")
+
+
+def test_the_kernel_holds_little_for_a_client_that_reads_nothing(bent: Server) -> None:
+    assert _kernel_queue_for_an_unread_client(bent) <= 4 * SEND_BUFFER_BYTES  # Linux doubles SO_SNDBUF
+
+
+def test_daphne_alone_still_lets_the_kernel_queue_megabytes(upstream: Server) -> None:
+    assert _kernel_queue_for_an_unread_client(upstream) > 4 * SEND_BUFFER_BYTES, \
+        "the kernel holds little for a slow websocket client now: patch 2's SO_SNDBUF can go"
 
 
 def test_a_send_waits_while_the_client_reads_nothing(bent: Server) -> None:

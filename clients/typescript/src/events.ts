@@ -68,7 +68,7 @@ export interface WatchOptions {
   WebSocket?: WebSocketConstructor;
   /** Resume after this seq instead of starting with a snapshot. */
   since?: number;
-  /** Wait before reconnecting (default 1000 ms; five times as long after a 1008 close). */
+  /** Wait before reconnecting (default 1000 ms; five times as long after a 1008 or 1013 close: a limit, or no snapshot slot free). */
   reconnectDelayMs?: number;
 }
 
@@ -147,7 +147,7 @@ export function watchEvents(baseUrl: string, handlers: WatchHandlers, options: W
       socket = null;
       if (closed) return;
       handlers.onDisconnect?.(event.code);
-      timer = setTimeout(connect, event.code === 1008 ? delay * 5 : delay);
+      timer = setTimeout(connect, event.code === 1008 || event.code === 1013 ? delay * 5 : delay);
     };
   };
   connect();

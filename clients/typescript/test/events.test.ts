@@ -55,6 +55,20 @@ describe("watchEvents", () => {
     watch.close();
   });
 
+  it("waits five times as long before reconnecting after a 1013 (no snapshot slot free) as after a drop", async () => {
+    ScriptedSocket.opened = [];
+    const watch = watchEvents("https://bounties.example.org/", {}, { WebSocket: ScriptedSocket, reconnectDelayMs: 40 });
+    ScriptedSocket.opened[0]!.onclose?.({ code: 1013 });
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    assert.equal(ScriptedSocket.opened.length, 1); // not yet: 200 ms
+    await new Promise((resolve) => setTimeout(resolve, 250));
+    assert.equal(ScriptedSocket.opened.length, 2);
+    ScriptedSocket.opened[1]!.onclose?.({ code: 1006 });
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    assert.equal(ScriptedSocket.opened.length, 3); // 40 ms
+    watch.close();
+  });
+
   it("makes the websocket address from the service's", () => {
     assert.equal(eventsUrl("http://127.0.0.1:8000"), "ws://127.0.0.1:8000/ws/events");
     assert.equal(eventsUrl("wss://example.org/api/"), "wss://example.org/api/ws/events");
