@@ -14,7 +14,7 @@ out, a block's logs or receipts without their logs; asked again, it answers trul
 
 And a node may send what no client should have to take: its next requests answered 429 with any
 Retry-After (`limited_next`, `retry_after`), with 4 KB of `[` (`deep_next`: too deep for any JSON
-parser), or with the true answer dripped a byte at a time (`drip_next`, `drip_seconds`); a getLogs
+parser), or with the true answer dripped a few bytes every 50 ms over `drip_seconds` (`drip_next`); a getLogs
 over more than `oversized_over` blocks answered with the true answer padded with blanks to
 `oversized_bytes`, in chunks. It counts the answers the client hung up on before their end.
 
@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import json
+import math
 import random
 import time
 from collections import Counter
@@ -42,6 +43,7 @@ from eth_utils.crypto import keccak
 from tests.loopback import LoopbackServer, numbered_span
 
 EMPTY_BLOOM = "0x" + "00" * 256  # a logsBloom that rules every log out
+DRIP_GAP = 0.05  # seconds between two pieces of a dripped answer
 
 
 # ------------------------------------------------------------------------ providers' refusals
@@ -111,8 +113,8 @@ class NodeLimits:
     retry_after: str = "1"  # the Retry-After of its 429s
     limited_next: int = 0  # the next requests answered 429 (each fault's count goes down as it is used)
     deep_next: int = 0  # the next requests answered 200 with 4 KB of `[`
-    drip_next: int = 0  # the next requests' true answers sent a byte every `drip_seconds`, headers and all
-    drip_seconds: float = 0.05
+    drip_next: int = 0  # the next requests' true answers, headers and all, sent a piece every 50 ms ...
+    drip_seconds: float = 5.0  # ... over this long, whatever their size
     oversized_over: int | None = None  # getLogs over more blocks than this: the answer padded to `oversized_bytes`
     oversized_bytes: int = 0
 
@@ -221,19 +223,21 @@ class NodeProxy(LoopbackServer):
         return True
 
     async def _drip(self, request: web.Request, answer: bytes) -> web.StreamResponse:
-        """The whole HTTP answer, status line and headers too, a byte every `drip_seconds`; the
-        connection closed after it (or once the client has gone)."""
+        """The whole HTTP answer, status line and headers too, a piece every DRIP_GAP seconds over
+        `drip_seconds`: each piece well within any read's timeout. The connection closed after it
+        (or once the client has gone)."""
         transport = request.transport
         assert transport is not None
         raw = (b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n"
                b"Content-Length: %d\r\n\r\n%s" % (len(answer), answer))
+        piece = max(1, math.ceil(len(raw) * DRIP_GAP / self.limits.drip_seconds))
         try:
-            for i in range(len(raw)):
+            for start in range(0, len(raw), piece):
                 if transport.is_closing():
                     self.stats.cut_short += 1
                     break
-                transport.write(raw[i : i + 1])
-                await asyncio.sleep(self.limits.drip_seconds)
+                transport.write(raw[start : start + piece])
+                await asyncio.sleep(DRIP_GAP)
         finally:
             transport.close()
         return web.Response()  # never sent: the connection is closed
