@@ -2,19 +2,19 @@
 
 Transient (retried with capped exponential backoff and jitter): timeouts (the client's own, and
 HTTP 504 and 524: a proxy in front that gave up waiting), connection resets, HTTP 429 and
-5xx, malformed bodies (not JSON: truncated, or nested too deep), answers missing a call, and JSON-RPC
-errors that say "rate limit" or "try again". A rate limit is never fatal: it is retried for as
-long as the indexer runs, after the node's Retry-After (at most `max_retry_after` seconds: an
-impatient client, the explorer's, gives up at once on a longer one), with fewer requests in flight
-(indexer.pacing).
+5xx, malformed bodies (not JSON: truncated, or nested too deep; answers missing a call), and
+JSON-RPC errors that say "rate limit" or "try again". A rate limit is never fatal: it is retried
+for as long as the indexer runs, after the node's Retry-After (at most `max_retry_after` seconds:
+an impatient client, the explorer's, gives up at once on a longer one), with fewer requests in
+flight (indexer.pacing). Deterministic (raised at once, `RpcError`): any other JSON-RPC error or
+HTTP status. A getLogs range the node refuses raises `RangeTooLarge`, carrying the span or the
+end block the node's message allows, where it names one.
 
 Nothing the node sends can hold or break the client. The request's timeout bounds the whole of
 it (connection, request, headers and body: a node that drips its answer a byte at a time times
 out as a silent one does), and its answer is read up to `max_response_bytes` at most: an answer
 past it is `too_large`, which splits a getLogs range as a node's "too many results" does
-(RangeTooLarge) and is retried otherwise. Deterministic (raised at once, `RpcError`): any other JSON-RPC error or HTTP
-status. A getLogs range the node refuses raises `RangeTooLarge`, carrying the span or the end
-block the node's message allows, where it names one.
+(RangeTooLarge) and is retried otherwise.
 
 Batches adapt to the node: one the node refuses for its size (`BatchTooLarge`: "batch of 60
 requests exceeds the limit of 10", or no batches at all) is split, and later batches keep to
