@@ -1,5 +1,5 @@
 """A node that sends what no client should have to take (tests/node_proxy.py in front of anvil):
-an answer dripped a byte at a time, one past the byte cap, a body too deep for any JSON parser, a
+an answer dripped a few bytes at a time, one past the byte cap, a body too deep for any JSON parser, a
 Retry-After of years. The indexer, run as `run_indexer` runs it (Indexer.run), keeps running, the
 mirror ends equal to the chain, and the log and the metrics say what happened."""
 
@@ -82,7 +82,7 @@ def run_until_caught_up(indexer: Indexer, chain: Chain) -> None:
     assert metric(indexer, "bounty_indexer_last_indexed_block") >= head, "the indexer did not catch up"
 
 
-def test_an_answer_dripped_a_byte_at_a_time_times_out_at_the_request_deadline(
+def test_an_answer_dripped_slowly_times_out_at_the_whole_requests_deadline(
         history: Chain, caplog: pytest.LogCaptureFixture) -> None:
     """Each piece comes well within the timeout, so only a deadline on the whole request ends it."""
     with through(history, NodeLimits(drip_next=2, drip_seconds=5), BOUNTY_RPC_TIMEOUT_SECONDS=1) \
