@@ -10,6 +10,7 @@ import os
 import re
 from ipaddress import IPv4Network, IPv6Network, ip_address, ip_network
 from typing import overload
+from urllib.parse import urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -170,3 +171,39 @@ def env_url(name: str, default: str | None = None, *, schemes: tuple[str, ...]) 
         expected = " or ".join(f"{s}://" for s in schemes)
         raise ImproperlyConfigured(f"{name} must be a URL starting with {expected}, got {value!r}")
     return value
+
+
+def env_endpoint(name: str, *, allow_plain_http: bool) -> str | None:
+    """A JSON-RPC endpoint's URL: https://, or http:// to this machine (a loopback host:
+    127.0.0.0/8, ::1, localhost) or wherever `allow_plain_http` (the network between is private);
+    None when unset. Over plain http to another host anyone on the path reads the API key and can
+    forge the chain's logs. Messages show the scheme and host only: the user part, the path and
+    the query may hold the key."""
+    value = _raw(name)
+    if value is None:
+        return None
+    scheme = value.split("://", 1)[0].lower() if "://" in value else ""
+    try:
+        parts = urlsplit(value)
+        host, _ = parts.hostname, parts.port  # a port that is not a number raises
+    except ValueError:
+        host = None
+    shown = f"{scheme}://{host}/..." if host else "a URL"
+    if scheme not in ("http", "https") or not host:
+        raise ImproperlyConfigured(f"{name} must be a URL starting with http:// or https:// and naming a host "
+                                   f"(got {shown if scheme else 'no scheme'})")
+    if scheme == "http" and not allow_plain_http and not _is_loopback(host):
+        raise ImproperlyConfigured(
+            f"{name} must be an https:// URL: {shown} is plain http to a host that is not this machine, where "
+            "anyone on the path reads the API key and can forge the chain's logs. Use https, or set "
+            "BOUNTY_RPC_ALLOW_PLAIN_HTTP=1 if the network between is private")
+    return value
+
+
+def _is_loopback(host: str) -> bool:
+    if host.lower().rstrip(".") == "localhost":
+        return True
+    try:
+        return ip_address(host).is_loopback
+    except ValueError:
+        return False

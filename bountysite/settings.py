@@ -22,6 +22,7 @@ from bountysite.env import (
     env_bool,
     env_choice,
     env_depth,
+    env_endpoint,
     env_int,
     env_ip,
     env_list,
@@ -178,7 +179,10 @@ else:
 BOUNTY_CHAIN_ID = env_int("BOUNTY_CHAIN_ID", 91342, minimum=1)
 BOUNTY_CONTRACT_ADDRESS = env_address("BOUNTY_CONTRACT_ADDRESS")
 BOUNTY_USDC_ADDRESS = env_address("BOUNTY_USDC_ADDRESS")
-BOUNTY_RPC_URL = env_url("BOUNTY_RPC_URL", None, schemes=("http", "https"))
+# The node and the explorer over https://, or plain http:// to a loopback host; to another host
+# only where this says the network between is private (bountysite.env.env_endpoint).
+BOUNTY_RPC_ALLOW_PLAIN_HTTP = env_bool("BOUNTY_RPC_ALLOW_PLAIN_HTTP", False)
+BOUNTY_RPC_URL = env_endpoint("BOUNTY_RPC_URL", allow_plain_http=BOUNTY_RPC_ALLOW_PLAIN_HTTP)
 # Unset: the indexer finds the block the contract was deployed in (indexer.startup.find_start_block).
 BOUNTY_START_BLOCK = env_int("BOUNTY_START_BLOCK", None, minimum=0)
 # How deep a block must be to be indexed: a number of blocks (default 0: reorganisations are
@@ -201,6 +205,13 @@ BOUNTY_INDEXER_MAX_WAIT_SECONDS = _MAX_WAIT_MS / 1000
 # node of one's own).
 BOUNTY_LIVE_BLOCKS = env_int("BOUNTY_LIVE_BLOCKS", 32, minimum=0, maximum=1_000)
 BOUNTY_RPC_TIMEOUT_SECONDS = env_int("BOUNTY_RPC_TIMEOUT_SECONDS", 20, minimum=1, maximum=600)  # per request
+# The bytes of one answer of the node or the explorer at most: a getLogs range is sized to about
+# 4,000 logs (a few MB), so 64 MiB is far past any range the indexer plans, and bounds what a node
+# can make it hold (a range past it is split). The longest wait a Retry-After may ask: a node asking
+# longer is waited that long, the explorer set aside.
+BOUNTY_RPC_MAX_RESPONSE_BYTES = env_int("BOUNTY_RPC_MAX_RESPONSE_BYTES", 64 * 1024 * 1024, minimum=65_536,
+                                        maximum=1024 * 1024 * 1024)
+BOUNTY_RPC_MAX_RETRY_AFTER_SECONDS = env_int("BOUNTY_RPC_MAX_RETRY_AFTER_SECONDS", 60, minimum=1, maximum=3_600)
 # Requests to the node in flight at most (the indexer adapts below it), and the plan's budget of
 # calls per second, each call of a batch counted (unset: none, the node's 429s are the limit).
 BOUNTY_RPC_MAX_CONCURRENCY = env_int("BOUNTY_RPC_MAX_CONCURRENCY", 16, minimum=1, maximum=256)
@@ -208,7 +219,7 @@ BOUNTY_RPC_MAX_REQUESTS_PER_SECOND = env_int("BOUNTY_RPC_MAX_REQUESTS_PER_SECOND
 # An explorer's JSON-RPC endpoint (Blockscout: https://<explorer>/api/eth-rpc) that guides the
 # historical phase to the blocks holding the contract's logs (indexer.explorer), with a budget of
 # its own; unset: every block is read by range through the node.
-BOUNTY_EXPLORER_RPC_URL = env_url("BOUNTY_EXPLORER_RPC_URL", None, schemes=("http", "https"))
+BOUNTY_EXPLORER_RPC_URL = env_endpoint("BOUNTY_EXPLORER_RPC_URL", allow_plain_http=BOUNTY_RPC_ALLOW_PLAIN_HTTP)
 BOUNTY_EXPLORER_MAX_REQUESTS_PER_SECOND = env_int("BOUNTY_EXPLORER_MAX_REQUESTS_PER_SECOND", 5, minimum=1)
 # A backfill that will add more rows than the record tables hold builds their secondary indexes
 # after catching up (indexer.indexes): auto decides so, always / never force it.

@@ -35,7 +35,9 @@ class IndexerConfig:
     kept_blocks: int
     batch_logs: int
     read_ahead: int
-    rpc_timeout: float  # seconds for each request to the node
+    rpc_timeout: float  # seconds for each request to the node, from its connection to its answer's last byte
+    rpc_max_response_bytes: int  # of one answer of the node or the explorer
+    rpc_max_retry_after: float  # seconds a Retry-After may ask at most
     max_concurrency: int  # requests to the node in flight at most
     requests_per_second: int | None  # the plan's budget of calls (None: the node's 429s tell)
     explorer_url: str | None = None  # an explorer's eth-rpc endpoint that guides the historical phase
@@ -68,6 +70,8 @@ class IndexerConfig:
             batch_logs=BATCH_LOGS,
             read_ahead=READ_AHEAD,
             rpc_timeout=settings.BOUNTY_RPC_TIMEOUT_SECONDS,
+            rpc_max_response_bytes=settings.BOUNTY_RPC_MAX_RESPONSE_BYTES,
+            rpc_max_retry_after=settings.BOUNTY_RPC_MAX_RETRY_AFTER_SECONDS,
             max_concurrency=settings.BOUNTY_RPC_MAX_CONCURRENCY,
             requests_per_second=settings.BOUNTY_RPC_MAX_REQUESTS_PER_SECOND,
             explorer_url=settings.BOUNTY_EXPLORER_RPC_URL,

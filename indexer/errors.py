@@ -101,3 +101,8 @@ class BatchTooLarge(RpcError):
 
 class RetriesExhausted(RpcError):
     """A transient failure that kept happening after every retry."""
+
+
+class WaitTooLong(RetriesExhausted):
+    """A server asked to wait (Retry-After) longer than a client that does not wait for it (the
+    explorer's: indexer.explorer sets it aside) waits at most (BOUNTY_RPC_MAX_RETRY_AFTER_SECONDS)."""

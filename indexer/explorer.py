@@ -17,8 +17,9 @@ which blocks hold the contract's record events, and asks the node only about tho
   read by range as without it. Blocks it stored without their logs yet (an explorer catching up)
   are taken as empty there too, and it is the proof that finds them.
 
-An explorer that is down, limits the rate, times out on every split of a range, answers malformed
-or names a block the node contradicts costs speed only: it is set aside for the rest of the
+An explorer that is down, limits the rate, asks for a pause past the ceiling (Retry-After:
+WaitTooLong), times out on every split of a range, answers malformed or names a block the node
+contradicts costs speed only: it is set aside for the rest of the
 process with one warning, counted as an error of kind `explorer` (bounty_indexer_rpc_errors_total),
 and the blocks it has not guided are read by range. A bulk backfill's reader process that sets it
 aside tells the indexer's process with its batches (`Batch.explorer_set_aside`).

@@ -101,6 +101,10 @@ class IndexerMetrics:
         errors = Counter("bounty_indexer_rpc_errors", "Failed JSON-RPC requests, by kind of failure.",
                          (*_DEPLOYMENT, "kind"), registry=registry)
         self._errors = {kind: errors.labels(*labels, kind) for kind in ERROR_KINDS}
+        self._waits_capped = Counter(
+            "bounty_indexer_rpc_retry_after_capped", "Retry-After waits the node asked for past "
+            "BOUNTY_RPC_MAX_RETRY_AFTER_SECONDS: each waited only that long.", _DEPLOYMENT,
+            registry=registry).labels(*labels)
         self._labels = labels
         for outcome in ("equal", "differs"):
             self.mirror_proofs.labels(*labels, outcome)
@@ -121,6 +125,8 @@ class IndexerMetrics:
             self._phases[phase].inc(n)
         for kind, n in counts.errors.items():
             self._errors[kind if kind in self._errors else "other"].inc(n)
+        if counts.waits_capped:
+            self._waits_capped.inc(counts.waits_capped)
 
     def reorganised(self, depth: int) -> None:
         self.reorgs.inc()

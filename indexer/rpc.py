@@ -2,12 +2,19 @@
 
 Transient (retried with capped exponential backoff and jitter): timeouts (the client's own, and
 HTTP 504 and 524: a proxy in front that gave up waiting), connection resets, HTTP 429 and
-5xx, bodies that are not JSON (truncated), answers missing a call, and JSON-RPC
-errors that say "rate limit" or "try again". A rate limit is never fatal: it is retried for as
-long as the indexer runs, after the node's Retry-After, with fewer requests in flight
-(indexer.pacing). Deterministic (raised at once, `RpcError`): any other JSON-RPC error or HTTP
-status. A getLogs range the node refuses raises `RangeTooLarge`, carrying the span or the end
-block the node's message allows, where it names one.
+5xx, malformed bodies (not JSON: truncated, or nested too deep; answers missing a call), and
+JSON-RPC errors that say "rate limit" or "try again". A rate limit is never fatal: it is retried
+for as long as the indexer runs, after the node's Retry-After (at most `max_retry_after` seconds:
+an impatient client, the explorer's, gives up at once on a longer one), with fewer requests in
+flight (indexer.pacing). Deterministic (raised at once, `RpcError`): any other JSON-RPC error or
+HTTP status. A getLogs range the node refuses raises `RangeTooLarge`, carrying the span or the
+end block the node's message allows, where it names one.
+
+Nothing the node sends can hold or break the client. The request's timeout bounds the whole of
+it (connection, request, headers and body: a node that drips its answer a byte at a time times
+out as a silent one does), and its answer is read up to `max_response_bytes` at most: an answer
+past it is `too_large`, which splits a getLogs range as a node's "too many results" does
+(RangeTooLarge) and is retried otherwise.
 
 Batches adapt to the node: one the node refuses for its size (`BatchTooLarge`: "batch of 60
 requests exceeds the limit of 10", or no batches at all) is split, and later batches keep to
@@ -32,9 +39,10 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+import httpcore
 import httpx
 import orjson
 
@@ -46,6 +54,7 @@ from indexer.errors import (
     RpcError,
     Stopped,
     TransientRpcError,
+    WaitTooLong,
 )
 from indexer.pacing import Pacer, Ticket
 from indexer.refusals import RefusalKind, read_refusal
@@ -55,8 +64,10 @@ logger = logging.getLogger(__name__)
 
 # The kinds of failure the metrics count (bounty_indexer_rpc_errors_total{kind}).
 # "explorer": a failed request to the explorer, or the explorer set aside (indexer.explorer).
-ERROR_KINDS = ("timeout", "rate_limited", "server_error", "node_behind", "range_limit", "batch_limit", "other",
-               "explorer")
+# "malformed": an answer that is not JSON or is nested deeper than MAX_DEPTH; "too_large": one past
+# max_response_bytes.
+ERROR_KINDS = ("timeout", "rate_limited", "server_error", "node_behind", "range_limit", "batch_limit", "malformed",
+               "too_large", "other", "explorer")
 
 
 _answer_awaited = False  # the main thread waits for the node's answer (see interrupt_wait)
@@ -80,6 +91,7 @@ class RpcCounts:
     errors: Counter[str] = field(default_factory=Counter)
     last_sent: float | None = None  # when the newest of these calls was sent (wall-clock seconds)
     phases: Counter[str] = field(default_factory=Counter)  # the calls by the indexer's phase that made them
+    waits_capped: int = 0  # Retry-After waits the node asked past max_retry_after, waited only that long
 
 
 # The indexer's phases, as the calls are counted for them (bounty_indexer_rpc_phase_calls_total,
@@ -110,6 +122,10 @@ class RpcTally:
     def error(self, kind: str) -> None:
         with self._lock:
             self._counts.errors[kind] += 1
+
+    def wait_capped(self) -> None:
+        with self._lock:
+            self._counts.waits_capped += 1
 
     def absorb(self, counts: RpcCounts, *, phase: str) -> None:
         """Another client's calls, counted for `phase`, and its failures as of kind `phase` (the
@@ -202,6 +218,8 @@ def is_not_served(error: RpcError) -> bool:
 
 
 MAX_BATCH = 200  # calls per request at most, unless the node or the budget admits fewer
+MAX_RESPONSE_BYTES = 64 * 1024 * 1024  # BOUNTY_RPC_MAX_RESPONSE_BYTES's default (docs/operations.md says why)
+MAX_RETRY_AFTER = 60.0  # BOUNTY_RPC_MAX_RETRY_AFTER_SECONDS's default
 # Transient failures of a request after which a caller that reports the node as unreachable (and
 # waits its own way) gives up on it: the first call at start, and every call of the realtime phase.
 UNREACHABLE_AFTER = 3
@@ -230,11 +248,61 @@ class Backoff:
         return float(random.uniform(0, self.ceiling(attempt)))
 
 
-def _json_rpc_error(response: httpx.Response) -> dict[str, Any] | None:
+# Levels of nesting an answer may have: a JSON-RPC answer has a handful (a batch of getLogs
+# answers, each a list of logs with their topics: 5). Deeper ones are malformed: the standard
+# parser recurses once a level (RecursionError past the interpreter's limit, and past the C stack
+# where a library raised that limit: py_ecc sets 100,000), and a value nested near the limit would
+# raise RecursionError wherever it is shown. orjson parses at most 1,024 levels and serialises at
+# most 254, which checks it in C: a walk in Python costs as much as the parse.
+MAX_DEPTH = 254
+_BRACKETS_AND_STRINGS = re.compile(rb'[\[\]{}]|"(?:[^"\\]|\\.)*"')
+_OPENERS, _CLOSERS = frozenset(b"[{"), frozenset(b"]}")
+
+
+def _nesting(body: bytes | bytearray) -> int:
+    """The deepest nesting of a JSON text's arrays and objects, brackets in strings aside."""
+    depth = deepest = 0
+    for match in _BRACKETS_AND_STRINGS.finditer(body):
+        byte = body[match.start()]
+        if byte in _OPENERS:
+            depth += 1
+            deepest = max(deepest, depth)
+        elif byte in _CLOSERS:
+            depth -= 1
+    return deepest
+
+
+def _malformed(why: str, body: bytes | bytearray) -> TransientRpcError:
+    return TransientRpcError(f"the answer is {why} ({len(body)} bytes)", kind="malformed")
+
+
+def _loads(body: bytes | bytearray) -> Any:
+    """An answer's JSON; TransientRpcError of kind `malformed` when it is not JSON or is nested
+    deeper than MAX_DEPTH."""
+    # orjson parses a large getLogs answer several times faster; what it refuses but the standard
+    # parser reads (NaN, text that is not UTF-8) goes the slow way, once its depth is known.
+    try:
+        answer = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        if _nesting(body) > MAX_DEPTH:
+            raise _malformed(f"nested deeper than {MAX_DEPTH} levels", body) from exc
+        try:
+            return json.loads(body)
+        except ValueError as invalid:
+            raise _malformed("not JSON", body) from invalid
+    try:
+        orjson.dumps(answer)
+    except orjson.JSONEncodeError as exc:
+        if "recursion" in str(exc).lower():  # not an integer past 64 bits, which orjson reads as a float
+            raise _malformed(f"nested deeper than {MAX_DEPTH} levels", body) from exc
+    return answer
+
+
+def _json_rpc_error(body: bytes | bytearray) -> dict[str, Any] | None:
     """The JSON-RPC error object in a response body, if it holds one."""
     try:
-        answer = orjson.loads(response.content)
-    except orjson.JSONDecodeError:
+        answer = _loads(body)
+    except TransientRpcError:
         return None
     if isinstance(answer, list) and answer:
         answer = answer[0]
@@ -242,12 +310,112 @@ def _json_rpc_error(response: httpx.Response) -> dict[str, Any] | None:
     return error if isinstance(error, dict) else None
 
 
+def _range_span(calls: Sequence[tuple[str, Sequence[Any]]]) -> int | None:
+    """The blocks a request of one eth_getLogs over block numbers asks for (None for any other)."""
+    if len(calls) != 1 or calls[0][0] != "eth_getLogs" or not calls[0][1] or not isinstance(calls[0][1][0], dict):
+        return None
+    query = calls[0][1][0]
+    try:
+        return int(query["toBlock"], 16) - int(query["fromBlock"], 16) + 1
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+class _Deadline(threading.local):
+    """When the request this thread sends must be over (time.monotonic(); None: no request)."""
+
+    at: float | None = None
+
+    def left(self, timeout: float | None) -> float | None:
+        """What each wait of the request may take: `timeout`, and no longer than the time left
+        (a little above zero once it is over, so that the socket's own timeout raises)."""
+        if self.at is None:
+            return timeout
+        left = max(self.at - time.monotonic(), 0.001)
+        return left if timeout is None else min(timeout, left)
+
+
+class _DeadlineStream(httpcore.NetworkStream):
+    """A connection whose every read and write waits no longer than the request's time left."""
+
+    def __init__(self, stream: httpcore.NetworkStream, deadline: _Deadline) -> None:
+        self._stream = stream
+        self._deadline = deadline
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return self._stream.read(max_bytes, self._deadline.left(timeout))
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self._stream.write(buffer, self._deadline.left(timeout))
+
+    def close(self) -> None:
+        self._stream.close()
+
+    def start_tls(self, ssl_context: Any, server_hostname: str | None = None,
+                  timeout: float | None = None) -> httpcore.NetworkStream:
+        return _DeadlineStream(self._stream.start_tls(ssl_context, server_hostname, self._deadline.left(timeout)),
+                               self._deadline)
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._stream.get_extra_info(info)
+
+
+class _DeadlineBackend(httpcore.NetworkBackend):
+    """httpcore's sockets, each wait bounded by the request's deadline: httpx's timeout bounds
+    each read alone, which a node that sends a byte now and then never meets."""
+
+    def __init__(self) -> None:
+        self.deadline = _Deadline()
+        self._backend = httpcore.SyncBackend()
+
+    def connect_tcp(self, host: str, port: int, timeout: float | None = None, local_address: str | None = None,
+                    socket_options: Any = None) -> httpcore.NetworkStream:
+        stream = self._backend.connect_tcp(host, port, self.deadline.left(timeout), local_address, socket_options)
+        return _DeadlineStream(stream, self.deadline)
+
+    def connect_unix_socket(self, path: str, timeout: float | None = None,
+                            socket_options: Any = None) -> httpcore.NetworkStream:
+        stream = self._backend.connect_unix_socket(path, self.deadline.left(timeout), socket_options)
+        return _DeadlineStream(stream, self.deadline)
+
+    def sleep(self, seconds: float) -> None:
+        self._backend.sleep(seconds)
+
+
+class _DeadlineTransport(httpx.HTTPTransport):
+    """httpx's transport over a _DeadlineBackend (httpx takes no network backend of its own)."""
+
+    def __init__(self, backend: _DeadlineBackend, limits: httpx.Limits) -> None:
+        super().__init__(limits=limits)
+        self._pool = httpcore.ConnectionPool(
+            ssl_context=httpx.create_ssl_context(), max_connections=limits.max_connections,
+            max_keepalive_connections=limits.max_keepalive_connections, keepalive_expiry=limits.keepalive_expiry,
+            network_backend=backend)
+
+
+class _TooLarge(Exception):
+    """An answer past the byte cap (its declared length, or the bytes read so far)."""
+
+
+@dataclass(frozen=True)
+class _Answer:
+    status: int
+    headers: httpx.Headers
+    body: bytearray
+
+    def text(self, limit: int) -> str:
+        return bytes(self.body[:limit]).decode("utf-8", "replace")
+
+
 class RpcClient:
     """JSON-RPC over HTTP(S), single calls and batches, retrying transient failures; safe to use
     from several threads at once, which `pacer` keeps within the node's limits.
 
-    `timeout` bounds each request (BOUNTY_RPC_TIMEOUT_SECONDS). Once `stop` is set, a wait
-    between retries ends at once and no further request is sent: both raise Stopped."""
+    `timeout` bounds each request, from its connection to its answer's last byte
+    (BOUNTY_RPC_TIMEOUT_SECONDS); `max_response_bytes` its answer (BOUNTY_RPC_MAX_RESPONSE_BYTES);
+    `max_retry_after` the wait a Retry-After may ask (BOUNTY_RPC_MAX_RETRY_AFTER_SECONDS). Once
+    `stop` is set, a wait between retries ends at once and no further request is sent: both raise
+    Stopped."""
 
     def __init__(
         self,
@@ -259,6 +427,8 @@ class RpcClient:
         pacer: Pacer | None = None,
         max_batch: int = MAX_BATCH,
         patient: bool = True,
+        max_response_bytes: int = MAX_RESPONSE_BYTES,
+        max_retry_after: float = MAX_RETRY_AFTER,
     ) -> None:
         self.url = url
         self.node = redact_url(url)  # the URL may hold an API key: messages name this instead
@@ -271,8 +441,12 @@ class RpcClient:
         # A rate limit retried for as long as the indexer runs (the node: nothing goes on without it),
         # or counted with the other failures (an explorer, which the indexer can do without).
         self.patient = patient
+        self.max_response_bytes = max_response_bytes
+        self.max_retry_after = max_retry_after
+        self._backend = _DeadlineBackend()
+        limits = httpx.Limits(max_connections=None, max_keepalive_connections=64)
         self._http = httpx.Client(timeout=httpx.Timeout(timeout), headers={"Content-Type": "application/json"},
-                                  limits=httpx.Limits(max_connections=None, max_keepalive_connections=64))
+                                  transport=_DeadlineTransport(self._backend, limits))
         self._ids = itertools.count(1)
         self._ids_lock = threading.Lock()
         self.tally = RpcTally()
@@ -287,7 +461,8 @@ class RpcClient:
         """A client for a forked process: the same settings, connections of its own; the budget
         and a pause the node asked for stay shared (indexer.pacing)."""
         client = RpcClient(self.url, timeout=self.timeout, backoff=self.backoff, stop=self.stop,
-                           pacer=self.pacer.for_another_process(), max_batch=self.max_batch, patient=self.patient)
+                           pacer=self.pacer.for_another_process(), max_batch=self.max_batch, patient=self.patient,
+                           max_response_bytes=self.max_response_bytes, max_retry_after=self.max_retry_after)
         client.phase = self.phase
         return client
 
@@ -358,30 +533,36 @@ class RpcClient:
                                calls[0][0], self.node, exc, retries, delay)
                 self._sleep(delay)
 
-    def _post(self, content: bytes) -> httpx.Response:
+    def _post(self, content: bytes) -> _Answer:
         if threading.current_thread() is not threading.main_thread():  # signals reach the main thread only
-            return self._http.post(self.url, content=content)
+            return self._answer(content)
         global _answer_awaited
         try:
             _answer_awaited = True
             if self.stop.is_set():  # set just before the flag was
                 raise Stopped("stopped before a request to the node")
-            return self._http.post(self.url, content=content)
+            return self._answer(content)
         finally:
             _answer_awaited = False
 
-    @staticmethod
-    def _parse(response: httpx.Response) -> Any:
-        # orjson parses a large getLogs answer several times faster; what it refuses but the
-        # standard parser reads (NaN, text that is not UTF-8) goes the slow way.
+    def _answer(self, content: bytes) -> _Answer:
+        """The answer to one request, within its deadline and the byte cap (_TooLarge past it:
+        the rest is not read, the connection closed)."""
+        deadline = self._backend.deadline
+        deadline.at = time.monotonic() + self.timeout
         try:
-            return orjson.loads(response.content)
-        except orjson.JSONDecodeError:
-            pass
-        try:
-            return response.json()
-        except ValueError as exc:
-            raise TransientRpcError(f"response is not JSON ({len(response.content)} bytes)") from exc
+            with self._http.stream("POST", self.url, content=content) as response:
+                declared = response.headers.get("Content-Length", "")
+                if declared.isdigit() and int(declared) > self.max_response_bytes:
+                    raise _TooLarge(f"{declared} bytes declared")
+                body = bytearray()
+                for chunk in response.iter_bytes():
+                    body += chunk
+                    if len(body) > self.max_response_bytes:
+                        raise _TooLarge(f"more than {self.max_response_bytes} bytes")
+                return _Answer(response.status_code, response.headers, body)
+        finally:
+            deadline.at = None
 
     def _send(self, calls: Sequence[tuple[str, Sequence[Any]]]) -> list[Any]:
         """One request through the pacer, which learns from its outcome."""
@@ -398,6 +579,36 @@ class RpcClient:
             raise
         self.pacer.succeeded(ticket)
         return results
+
+    def _too_large(self, calls: Sequence[tuple[str, Sequence[Any]]], read: str) -> NoReturn:
+        """An answer past the byte cap: a getLogs range is refused as a node's "too many
+        results" is (split, and the split remembered), anything else retried."""
+        message = (f"the answer of the node at {self.node} is past BOUNTY_RPC_MAX_RESPONSE_BYTES "
+                   f"({self.max_response_bytes}): {read}")
+        span = _range_span(calls)
+        if span is not None and span > 1:
+            refused = RangeTooLarge(message, refusal=RefusalKind.TOO_MUCH, provider="BOUNTY_RPC_MAX_RESPONSE_BYTES")
+            refused.kind = "too_large"
+            raise refused
+        raise TransientRpcError(message, kind="too_large")
+
+    def _retry_after(self, value: str | None) -> float | None:
+        """The seconds a Retry-After asks (None without one in seconds), at most max_retry_after:
+        a node asking longer is waited that long and said so; an impatient client (the
+        explorer's) gives up on it at once (WaitTooLong)."""
+        if not value or not value.isdigit():
+            return None
+        asked = float(value)
+        if asked <= self.max_retry_after:
+            return asked
+        shown = value if len(value) <= 24 else f"{value[:24]}..."
+        if not self.patient:
+            raise WaitTooLong(f"{self.node} asked to wait {shown} s (Retry-After), more than "
+                              f"BOUNTY_RPC_MAX_RETRY_AFTER_SECONDS ({self.max_retry_after:g} s): not waited for")
+        logger.warning("the node at %s asked to wait %s s (Retry-After); waiting %g s, "
+                       "BOUNTY_RPC_MAX_RETRY_AFTER_SECONDS, at most", self.node, shown, self.max_retry_after)
+        self.tally.wait_capped()
+        return self.max_retry_after
 
     def _report(self, ticket: Ticket, exc: TransientRpcError) -> None:
         if exc.kind in ("rate_limited", "timeout", "server_error"):
@@ -420,33 +631,36 @@ class RpcClient:
         try:
             response = self._post(orjson.dumps(body))
         except httpx.TimeoutException as exc:
-            raise TransientRpcError(f"timeout: {type(exc).__name__}: {exc}", kind="timeout") from exc
+            raise TransientRpcError(f"timeout: {type(exc).__name__}: {exc} (BOUNTY_RPC_TIMEOUT_SECONDS, "
+                                    f"{self.timeout:g} s for the whole request)", kind="timeout") from exc
         except httpx.TransportError as exc:
             raise TransientRpcError(f"connection failed: {type(exc).__name__}: {exc}") from exc
-        if response.status_code == 429 or response.status_code >= 500:
-            error = _json_rpc_error(response)
+        except _TooLarge as exc:
+            self._too_large(calls, str(exc))
+        if response.status == 429 or response.status >= 500:
+            error = _json_rpc_error(response.body)
             if error is not None and len(calls) > 1 and isinstance(refusal := classify_error(error, method),
                                                                    BatchTooLarge):
                 raise refusal
-            retry_after = response.headers.get("Retry-After")
             raise TransientRpcError(
-                f"HTTP {response.status_code}",
-                retry_after=float(retry_after) if retry_after and retry_after.isdigit() else None,
-                kind="rate_limited" if response.status_code == 429
-                else "timeout" if response.status_code in _TIMEOUT_STATUSES else "server_error",
+                f"HTTP {response.status}",
+                retry_after=self._retry_after(response.headers.get("Retry-After")),
+                kind="rate_limited" if response.status == 429
+                else "timeout" if response.status in _TIMEOUT_STATUSES else "server_error",
             )
-        if response.status_code != 200:
+        if response.status != 200:
             # Providers send JSON-RPC errors with 4xx statuses too (Alchemy's range refusals
             # with 400, QuickNode's with 413): an error in the body is classified as usual.
-            error = _json_rpc_error(response)
+            error = _json_rpc_error(response.body)
             if error is not None:
                 raise classify_error(error, method)
-            if response.status_code == 413 and len(calls) > 1:
+            if response.status == 413 and len(calls) > 1:
                 raise BatchTooLarge(f"HTTP 413 for a batch of {len(calls)} calls", max_size=None)
-            raise RpcError(f"HTTP {response.status_code} from the node at {self.node}: {response.text[:200]}")
-        answer = self._parse(response)
+            raise RpcError(f"HTTP {response.status} from the node at {self.node}: {response.text(200)}")
+        answer = _loads(response.body)
         answers = answer if isinstance(answer, list) else [answer]
-        by_id = {item.get("id"): item for item in answers if isinstance(item, dict)}
+        by_id = {item.get("id"): item for item in answers if isinstance(item, dict)
+                 and not isinstance(item.get("id"), list | dict)}  # a list or an object cannot be an id (unhashable)
         results = []
         for i in range(len(calls)):
             item = by_id.get(first_id + i)
@@ -454,10 +668,10 @@ class RpcClient:
                 if len(answers) == 1 and isinstance(answers[0], dict) and "error" in answers[0]:
                     raise classify_error(answers[0]["error"], method)
                 raise TransientRpcError(f"the answer lacks call {i} of {len(calls)} ({calls[i][0]}): "
-                                        f"{len(answers)} answers came")
+                                        f"{len(answers)} answers came", kind="malformed")
             if item.get("error") is not None:
                 raise classify_error(item["error"], calls[i][0])
             if "result" not in item:
-                raise TransientRpcError(f"answer to {calls[i][0]} has neither result nor error")
+                raise TransientRpcError(f"answer to {calls[i][0]} has neither result nor error", kind="malformed")
             results.append(item["result"])
         return results

@@ -63,14 +63,17 @@ class Indexer:
         self.rpc = rpc or RpcClient(config.rpc_url, timeout=config.rpc_timeout, stop=self.stop,
                                     backoff=Backoff(cap=min(Backoff.cap, config.max_wait)),  # no wait past the ceiling
                                     pacer=Pacer(max_concurrency=config.max_concurrency,
-                                                requests_per_second=config.requests_per_second))
+                                                requests_per_second=config.requests_per_second),
+                                    max_response_bytes=config.rpc_max_response_bytes,
+                                    max_retry_after=config.rpc_max_retry_after)
         # An explorer that guides the historical phase (indexer.explorer): a budget of its own, and
         # a few tries at most before it is set aside, where the node is waited for as long as it takes.
         self.explorer = RpcClient(config.explorer_url, timeout=config.rpc_timeout, stop=self.stop,
                                   backoff=Backoff(cap=min(Backoff.cap, config.max_wait), attempts=3),
                                   pacer=Pacer(max_concurrency=2,
                                               requests_per_second=config.explorer_requests_per_second),
-                                  patient=False) if config.explorer_url else None
+                                  patient=False, max_response_bytes=config.rpc_max_response_bytes,
+                                  max_retry_after=config.rpc_max_retry_after) if config.explorer_url else None
         self.metrics = IndexerMetrics(config.chain_id, config.contract_address)
         self._deployment: Deployment | None = None
         self.processes = ProcessRegistry()  # this process in /health's list

@@ -11,8 +11,8 @@ bare string, HTTP 429 `{"message": "Too Many Requests"}` over its budget of requ
 And the ways an explorer fails: it can omit logs from its index (`omit`: (block, log index)), name
 a block with a hash of another chain (`wrong_hash`), answer 500 to the next `fail_next`
 requests or to every page from a block on (`fail_from_block`), time out on ranges wider than
-`slow_over` blocks (an answer after `slow_seconds`), and go away (`go_down`, `come_back`). It
-counts what it was asked.
+`slow_over` blocks (an answer after `slow_seconds`), ask for any wait over its budget
+(`retry_after`), and go away (`go_down`, `come_back`). It counts what it was asked.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ class ExplorerFaults:
     fail_next: int = 0  # the next requests answered HTTP 500
     fail_from_block: int | None = None  # a getLogs page asked from this block on answered HTTP 500 (it breaks mid-way)
     requests_per_second: int | None = None
+    retry_after: str | None = None  # the Retry-After of its 429s over that budget (none, as Blockscout's)
     slow_over: int | None = None  # getLogs ranges wider than this many blocks answered after `slow_seconds`
     slow_seconds: float = 0.0
     gateway_timeout_over: int | None = None  # getLogs ranges wider than this answered 504 by a proxy in front
@@ -82,7 +83,8 @@ class FakeBlockscout(LoopbackServer):
                                 text="<html><head><title>504 Gateway Time-out</title></head></html>")
         if self._over_budget():
             self.stats.failed += 1
-            return web.json_response({"message": "Too Many Requests"}, status=429)
+            headers = {"Retry-After": faults.retry_after} if faults.retry_after is not None else None
+            return web.json_response({"message": "Too Many Requests"}, status=429, headers=headers)
         if isinstance(body, list):
             return web.json_response([await self._answer(call) for call in body])
         return web.json_response(await self._answer(body))

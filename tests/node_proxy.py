@@ -12,6 +12,12 @@ null header, a getLogs range silently cut at its head, "unknown block", "header 
 a node may omit, once, what it has (`blank_bloom_once`): a header whose logsBloom rules every log
 out, a block's logs or receipts without their logs; asked again, it answers truly.
 
+And a node may send what no client should have to take: its next requests answered 429 with any
+Retry-After (`limited_next`, `retry_after`), with 4 KB of `[` (`deep_next`: too deep for any JSON
+parser), or with the true answer dripped a few bytes every 50 ms over `drip_seconds` (`drip_next`); a getLogs
+over more than `oversized_over` blocks answered with the true answer padded with blanks to
+`oversized_bytes`, in chunks. It counts the answers the client hung up on before their end.
+
 Used by bench/remote_sync.py and by the indexer's tests of a far node (tests/indexer/test_historical.py,
 tests/indexer/test_node_proxy.py). It counts what it saw: requests, calls by method, refusals,
 the most requests in flight at once, the most calls that arrived within any one second, the
@@ -23,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import json
+import math
 import random
 import time
 from collections import Counter
@@ -36,6 +43,7 @@ from eth_utils.crypto import keccak
 from tests.loopback import LoopbackServer, numbered_span
 
 EMPTY_BLOOM = "0x" + "00" * 256  # a logsBloom that rules every log out
+DRIP_GAP = 0.05  # seconds between two pieces of a dripped answer
 
 
 # ------------------------------------------------------------------------ providers' refusals
@@ -102,6 +110,13 @@ class NodeLimits:
     empty_logs_once: frozenset[int] = frozenset()  # blocks whose first getLogs by hash answers [] (bloom true)
     slow_ranges: float = 0.0  # seconds before it answers a getLogs over two blocks or more (a node that times out)
     ranges_status: int | None = None  # the HTTP status a request of a getLogs over two blocks or more is answered
+    retry_after: str = "1"  # the Retry-After of its 429s
+    limited_next: int = 0  # the next requests answered 429 (each fault's count goes down as it is used)
+    deep_next: int = 0  # the next requests answered 200 with 4 KB of `[`
+    drip_next: int = 0  # the next requests' true answers, headers and all, sent a piece every 50 ms ...
+    drip_seconds: float = 5.0  # ... over this long, whatever their size
+    oversized_over: int | None = None  # getLogs over more blocks than this: the answer padded to `oversized_bytes`
+    oversized_bytes: int = 0
 
 
 @dataclass
@@ -114,6 +129,8 @@ class NodeStats:
     behind: int = 0  # calls answered by the backend behind the head
     blanked: int = 0  # answers that omitted a block's logs (blank_bloom_once)
     longest_gap: float = 0.0  # the longest time between two requests (seconds)
+    faults: Counter[str] = field(default_factory=Counter)  # answers limited, deep, dripped, oversized
+    cut_short: int = 0  # answers the client hung up on before their last byte
     lowest_block_read: int | None = None  # the lowest block of an eth_getLogs range or a header asked by number
 
     def read_block(self, number: int) -> None:
@@ -168,20 +185,78 @@ class NodeProxy(LoopbackServer):
             self.stats.calls.update(str(call.get("method")) for call in calls)
             if self.limits.ranges_status is not None and any((numbered_span(call) or 0) > 1 for call in calls):
                 return web.Response(status=self.limits.ranges_status, text=f"HTTP {self.limits.ranges_status}")
+            if self._fault("limited_next"):
+                return web.Response(status=429, headers={"Retry-After": self.limits.retry_after},
+                                    text="Too Many Requests")
+            if self._fault("deep_next"):
+                return web.Response(body=b"[" * 4096, content_type="application/json")
             refusal = self._over_budget(len(calls))
             await asyncio.sleep(self.limits.latency)
             if refusal is not None:
                 self.stats.refused["rate limit"] += 1
-                return web.Response(status=429, headers={"Retry-After": "1"}, text="Too Many Requests")
+                return web.Response(status=429, headers={"Retry-After": self.limits.retry_after},
+                                    text="Too Many Requests")
             if self.limits.max_batch is not None and len(calls) > self.limits.max_batch:
                 self.stats.refused["batch"] += 1
                 return web.json_response({"jsonrpc": "2.0", "id": None, "error": {
                     "code": -32600,
                     "message": f"batch of {len(calls)} requests exceeds the limit of {self.limits.max_batch}"}})
             answers = [await self._answer(call) for call in calls]
-            return web.json_response(answers if isinstance(body, list) else answers[0])
+            answer = json.dumps(answers if isinstance(body, list) else answers[0]).encode()
+            if self._fault("drip_next"):
+                return await self._drip(request, answer)
+            over = self.limits.oversized_over
+            if over is not None and any((numbered_span(call) or 0) > over for call in calls):
+                self.stats.faults["oversized"] += 1
+                return await self._padded(request, answer)
+            return web.Response(body=answer, content_type="application/json")
         finally:
             self._in_flight -= 1
+
+    def _fault(self, name: str) -> bool:
+        """Whether this request takes one of the next-requests faults (`limited_next`, ...)."""
+        left = getattr(self.limits, name)
+        if left <= 0:
+            return False
+        setattr(self.limits, name, left - 1)
+        self.stats.faults[name.removesuffix("_next")] += 1
+        return True
+
+    async def _drip(self, request: web.Request, answer: bytes) -> web.StreamResponse:
+        """The whole HTTP answer, status line and headers too, a piece every DRIP_GAP seconds over
+        `drip_seconds`: each piece well within any read's timeout. The connection closed after it
+        (or once the client has gone)."""
+        transport = request.transport
+        assert transport is not None
+        raw = (b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n"
+               b"Content-Length: %d\r\n\r\n%s" % (len(answer), answer))
+        piece = max(1, math.ceil(len(raw) * DRIP_GAP / self.limits.drip_seconds))
+        try:
+            for start in range(0, len(raw), piece):
+                if transport.is_closing():
+                    self.stats.cut_short += 1
+                    break
+                transport.write(raw[start : start + piece])
+                await asyncio.sleep(DRIP_GAP)
+        finally:
+            transport.close()
+        return web.Response()  # never sent: the connection is closed
+
+    async def _padded(self, request: web.Request, answer: bytes) -> web.StreamResponse:
+        """The answer followed by blanks up to `oversized_bytes`, in chunks of 64 KiB, of no
+        declared length: a client learns its size only by reading it."""
+        response = web.StreamResponse(headers={"Content-Type": "application/json"})
+        await response.prepare(request)
+        chunk, left = b" " * 65_536, self.limits.oversized_bytes - len(answer)
+        try:
+            await response.write(answer)
+            while left > 0:
+                await response.write(chunk[:left])
+                left -= len(chunk)
+            await response.write_eof()
+        except ConnectionError:  # the client hung up
+            self.stats.cut_short += 1
+        return response
 
     def _over_budget(self, calls: int) -> str | None:
         now = time.monotonic()

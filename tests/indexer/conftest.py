@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 from typing import Any
 
 import pytest
@@ -31,11 +32,20 @@ def config_for(chain: Chain, **settings: Any) -> IndexerConfig:
         return IndexerConfig.from_settings()
 
 
-def catch_up_to_head(indexer: Indexer, max_rounds: int = 1_000) -> None:
-    """Runs the indexer's catch-ups, as `run` does, until there is nothing left to index."""
-    for _ in range(max_rounds):
-        if not indexer.catch_up():
-            return
+def catch_up_to_head(indexer: Indexer, max_rounds: int = 1_000, within: float | None = None) -> None:
+    """Runs the indexer's catch-ups, as `run` does, until there is nothing left to index. Past
+    `within` seconds the indexer is stopped (Stopped raised), as SIGTERM does: a wait that would
+    never end fails the test instead of hanging it."""
+    stopper = threading.Timer(within, indexer.stop.set) if within is not None else None
+    if stopper is not None:
+        stopper.start()
+    try:
+        for _ in range(max_rounds):
+            if not indexer.catch_up():
+                return
+    finally:
+        if stopper is not None:
+            stopper.cancel()
     raise AssertionError("the indexer did not catch up")
 
 

@@ -32,11 +32,14 @@ def test_it_is_built_from_settings(configured: Any) -> None:
     configured.BOUNTY_RPC_TIMEOUT_SECONDS = 5
     configured.BOUNTY_RPC_MAX_CONCURRENCY = 4
     configured.BOUNTY_RPC_MAX_REQUESTS_PER_SECOND = 25
+    configured.BOUNTY_RPC_MAX_RESPONSE_BYTES = 1_000_000
+    configured.BOUNTY_RPC_MAX_RETRY_AFTER_SECONDS = 30
     assert IndexerConfig.from_settings() == IndexerConfig(
         rpc_url="http://node.example:8545", chain_id=8453, contract_address=CONTRACT.lower(), usdc_address=USDC,
         start_block=100, confirmations="safe", poll_interval=0.5, max_wait=30.0, live_blocks=8,
         initial_span=INITIAL_SPAN, max_span=2_000, kept_blocks=KEPT_BLOCKS, batch_logs=BATCH_LOGS,
-        read_ahead=READ_AHEAD, rpc_timeout=5, max_concurrency=4, requests_per_second=25)
+        read_ahead=READ_AHEAD, rpc_timeout=5, rpc_max_response_bytes=1_000_000, rpc_max_retry_after=30,
+        max_concurrency=4, requests_per_second=25)
 
 
 def test_the_first_span_is_never_more_than_the_nodes_cap(configured: Any) -> None:

@@ -19,6 +19,7 @@ from indexer.errors import (
     RpcError,
     Stopped,
     TransientRpcError,
+    WaitTooLong,
 )
 
 EXAMPLES = [
@@ -36,6 +37,8 @@ EXAMPLES = [
     InconsistentChain("submission 2 is not in the mirror"),
     BatchTooLarge("batch of 60 requests exceeds the limit of 10", max_size=10, code=-32600, data=None),
     RetriesExhausted("the node at http://node/v2/***: HTTP 503 (gave up after 8 attempts)"),
+    WaitTooLong("http://explorer/api/eth-rpc asked to wait 999999999 s (Retry-After), more than "
+                "BOUNTY_RPC_MAX_RETRY_AFTER_SECONDS (60 s): not waited for"),
 ]
 
 

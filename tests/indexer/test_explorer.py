@@ -153,6 +153,20 @@ def test_an_explorer_that_fails_costs_speed_only(history: Chain, faults: Explore
     assert SyncState.objects.get(deployment=indexer.deployment).guided_from_block is None
 
 
+def test_an_explorer_asking_for_a_wait_past_the_ceiling_is_set_aside(history: Chain) -> None:
+    """A wait of years from the explorer's 429 held every request to it, so the historical phase
+    stalled until a restart; an explorer costs speed only."""
+    faults = ExplorerFaults(requests_per_second=1, retry_after="999999999")
+    with guided(history, faults) as (indexer, _, explorer):
+        catch_up_to_head(indexer, within=60)
+        guide = indexer.reader.guide
+        assert guide is not None and not guide.in_use
+        assert "asked to wait 999999999 s (Retry-After), more than BOUNTY_RPC_MAX_RETRY_AFTER_SECONDS (60 s)" \
+            in str(guide.set_aside_because)
+        assert explorer.stats.failed == 1  # not asked again
+    assert_consistent(history, indexer)
+
+
 @pytest.mark.parametrize("bulk", [False, True], ids=["in this process", "in a bulk backfill's reader process"])
 def test_an_explorer_that_is_down_costs_speed_only(history: Chain, bulk: bool) -> None:
     chain = history

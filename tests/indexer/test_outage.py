@@ -48,7 +48,8 @@ def outage(stop: threading.Event, max_wait: float) -> NodeOutage:
     config = IndexerConfig(rpc_url="http://127.0.0.1:9", chain_id=31337, contract_address=ADDRESS,
                            usdc_address=ADDRESS, start_block=0, confirmations=0, poll_interval=1.0,
                            max_wait=max_wait, live_blocks=0, initial_span=10, max_span=10, kept_blocks=10,
-                           batch_logs=10, read_ahead=1, rpc_timeout=1.0, max_concurrency=1, requests_per_second=None)
+                           batch_logs=10, read_ahead=1, rpc_timeout=1.0, rpc_max_response_bytes=65_536,
+                           rpc_max_retry_after=1.0, max_concurrency=1, requests_per_second=None)
     metrics = IndexerMetrics(config.chain_id, config.contract_address)
     return NodeOutage(RpcClient(config.rpc_url, stop=stop), Committer(config, metrics), metrics, stop, max_wait)
 

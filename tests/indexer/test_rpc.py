@@ -212,6 +212,17 @@ def test_a_body_that_is_never_json_exhausts_the_retries(caplog: pytest.LogCaptur
     assert (len(script.requests), len(backoff_waits(caplog))) == (4, 3)
 
 
+def test_an_answer_past_the_byte_cap_that_is_no_range_is_retried_and_counted_too_large() -> None:
+    """Declared past the cap (not read at all) or found past it while read: either way retried."""
+    padded = Reply(body=b'{"jsonrpc": "2.0", "id": 1, "result": "0x1"}' + b" " * 70_000)
+    script = Script(padded, Reply(body=padded.body, declared_length=10**9), results)
+    with local_server(script) as url:
+        rpc = RpcClient(url, timeout=2, backoff=Backoff(base=0.01, cap=0.02), max_response_bytes=65_536)
+        assert rpc.call("eth_blockNumber", []) == "eth_blockNumber"
+    assert len(script.requests) == 3
+    assert rpc.tally.take().errors == {"too_large": 2}
+
+
 def test_http_429_waits_as_long_as_retry_after_says(caplog: pytest.LogCaptureFixture) -> None:
     script = Script(Reply(status=429, headers={"Retry-After": "3"}), Reply(status=503), results)
     with local_server(script) as url:

@@ -263,3 +263,21 @@ def test_an_env_file_without_a_node_and_deployment_stops_it_before_anything_star
     assert result.returncode == 1
     assert f"dev: {env_file}" in result.stderr and message in result.stderr
     assert "serving" not in result.stdout and not (state / "db.sqlite3").exists()
+
+
+def test_an_env_file_naming_a_remote_node_over_plain_http_stops_it_without_printing_the_key(
+        tmp_path: Path, state: Path) -> None:
+    """Over plain http anyone on the path reads the key and can forge the chain's logs: refused at
+    start, unless the file says the network between is private (BOUNTY_RPC_ALLOW_PLAIN_HTTP)."""
+    env_file = tmp_path / "bounty.env"
+    env_file.write_text(f"BOUNTY_RPC_URL=http://node.example.org/v2/{API_KEY}\n"
+                        "BOUNTY_CONTRACT_ADDRESS=0xe7f1725E7734CE288F8367e1Bb143E90bb3F0512\n"
+                        "BOUNTY_USDC_ADDRESS=0x5FbDB2315678afecb367f032d93F642f64180aa3\nBOUNTY_START_BLOCK=1\n")
+    result = subprocess.run(["scripts/dev", "--env-file", str(env_file), "--port", str(free_port()),
+                             "--state-dir", str(state)], cwd=PROJECT_DIR, env=_environment(), text=True,
+                            capture_output=True, timeout=120)
+    assert result.returncode == 1
+    assert ("configuration error: BOUNTY_RPC_URL must be an https:// URL: http://node.example.org/... is plain "
+            "http") in result.stderr and "BOUNTY_RPC_ALLOW_PLAIN_HTTP=1" in result.stderr
+    assert API_KEY not in result.stdout + result.stderr
+    assert "serving" not in result.stdout

@@ -13,6 +13,7 @@ from bountysite.env import (
     env_address,
     env_bool,
     env_depth,
+    env_endpoint,
     env_int,
     env_list,
     env_origins,
@@ -101,6 +102,34 @@ def test_env_url_checks_the_scheme(setenv: Setenv) -> None:
     setenv(U="127.0.0.1:6379")
     with pytest.raises(ImproperlyConfigured, match="U must be a URL starting with redis://"):
         env_url("U", None, schemes=("redis",))
+
+
+@pytest.mark.parametrize("url", ["https://node.example.org/v2/KEY", "http://127.0.0.1:8545", "http://127.8.9.10/rpc",
+                                 "http://localhost:8545/KEY", "http://LOCALHOST.", "http://[::1]:8545/v2/KEY"])
+def test_env_endpoint_takes_https_and_plain_http_to_this_machine(setenv: Setenv, url: str) -> None:
+    setenv(BOUNTY_RPC_URL=url)
+    assert env_endpoint("BOUNTY_RPC_URL", allow_plain_http=False) == url
+
+
+@pytest.mark.parametrize("url", ["http://node.example.org/v2/KEY", "http://user:KEY@10.0.0.5:8545",
+                                 "http://[2001:db8::1]/rpc?apikey=KEY", "http://127.0.0.1.nip.io/KEY"])
+def test_env_endpoint_refuses_plain_http_to_another_host_without_showing_the_key(setenv: Setenv, url: str) -> None:
+    setenv(BOUNTY_RPC_URL=url)
+    with pytest.raises(ImproperlyConfigured, match=r"^BOUNTY_RPC_URL must be an https:// URL: http://[^ ]+/\.\.\. is "
+                                                   r"plain http .* set BOUNTY_RPC_ALLOW_PLAIN_HTTP=1") as refused:
+        env_endpoint("BOUNTY_RPC_URL", allow_plain_http=False)
+    assert "KEY" not in str(refused.value)
+    assert env_endpoint("BOUNTY_RPC_URL", allow_plain_http=True) == url  # the network between is private
+
+
+@pytest.mark.parametrize("url", ["node.example.org/v2/KEY", "ws://node.example.org/v2/KEY", "https:///v2/KEY",
+                                 "https://node.example.org:port/v2/KEY"])
+def test_env_endpoint_refuses_what_is_not_a_node_url_without_showing_the_key(setenv: Setenv, url: str) -> None:
+    setenv(BOUNTY_EXPLORER_RPC_URL=url)
+    with pytest.raises(ImproperlyConfigured, match=r"^BOUNTY_EXPLORER_RPC_URL must be a URL starting with http:// or "
+                                                   r"https:// and naming a host") as refused:
+        env_endpoint("BOUNTY_EXPLORER_RPC_URL", allow_plain_http=True)
+    assert "KEY" not in str(refused.value)
 
 
 @pytest.mark.parametrize(("raw", "expected"), [

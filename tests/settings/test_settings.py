@@ -98,12 +98,24 @@ def test_debug_is_off_and_a_secret_key_is_required_by_default(tmp_path: Path) ->
          "+ 4 for HTTP requests (9)"),
         ({"DATABASE_URL": "postgres://bounty@db.invalid/bounty", "BOUNTY_WS_SNAPSHOT_READERS": "8"},
          "DATABASE_POOL_MAX (10) must be at least BOUNTY_WS_SNAPSHOT_READERS (8)"),
+        ({"BOUNTY_RPC_URL": "http://node.example.org/v2/key"},
+         "BOUNTY_RPC_URL must be an https:// URL: http://node.example.org/... is plain http"),
+        ({"BOUNTY_EXPLORER_RPC_URL": "http://explorer.example.org/api/eth-rpc"},
+         "BOUNTY_EXPLORER_RPC_URL must be an https:// URL: http://explorer.example.org/... is plain http"),
+        ({"BOUNTY_RPC_MAX_RESPONSE_BYTES": "1000"}, "BOUNTY_RPC_MAX_RESPONSE_BYTES must be at least 65536, got 1000"),
+        ({"BOUNTY_RPC_MAX_RETRY_AFTER_SECONDS": "0"}, "BOUNTY_RPC_MAX_RETRY_AFTER_SECONDS must be at least 1, got 0"),
     ],
 )
 def test_a_bad_value_stops_the_process_naming_the_variable(tmp_path: Path, env: dict[str, str], message: str) -> None:
     result = manage("check", tmp_path=tmp_path, **{**PRODUCTION, **env})
     assert result.returncode != 0
     assert message in result.stderr
+
+
+def test_a_node_on_a_private_network_may_be_plain_http_when_the_setting_says_so(tmp_path: Path) -> None:
+    result = manage("check", tmp_path=tmp_path, **PRODUCTION, BOUNTY_RPC_URL="http://10.0.0.5:8545/v2/key",
+                    BOUNTY_EXPLORER_RPC_URL="http://10.0.0.6/api/eth-rpc", BOUNTY_RPC_ALLOW_PLAIN_HTTP="1")
+    assert result.returncode == 0, result.stderr
 
 
 def test_debug_mode_runs_with_nothing_else_configured(tmp_path: Path) -> None:
