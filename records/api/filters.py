@@ -9,7 +9,7 @@ total or the stream from it with the fast paths that only a whole query can choo
   actor (`poster`, `claimant`, `challenger`). Filters are strict: a malformed value is a 400 that
   names the parameter. The FilterSet's filters are the one declaration of the exact filters:
   their lookups become the query's `filters`, their help texts the OpenAPI parameters.
-- `SearchBackend`: `q`, a substring of the record's search text.
+- `SearchBackend`: `q`, a substring of the record's search text, at most BOUNTY_Q_MAX_LENGTH characters.
 - `SortBackend`: `sort` and `dir`, lenient: an unknown key sorts by `id`, an unknown direction
   means `desc`.
 """
@@ -23,6 +23,7 @@ from typing import Any, cast
 
 import django_filters
 from django import forms
+from django.conf import settings
 from django.http import QueryDict
 from rest_framework.exceptions import ParseError
 from rest_framework.filters import BaseFilterBackend
@@ -266,11 +267,16 @@ class SearchBackend(BaseFilterBackend):
 
     def filter_queryset(self, request: Request, queryset: Any, view: Any) -> Any:
         query: ListQuery = queryset
-        return replace(query, q=request.query_params.get("q") or None)
+        q = request.query_params.get("q") or None
+        limit: int = settings.BOUNTY_Q_MAX_LENGTH
+        if q is not None and len(q) > limit:
+            raise ParseError(f"q must be at most {limit} characters, got {len(q)}")
+        return replace(query, q=q)
 
     def get_schema_operation_parameters(self, view: Any) -> list[dict[str, Any]]:
         return [_parameter("q", "case-insensitive substring of IDs, status, addresses, metadata, transaction hash "
-                           "or the text field. Asks for a page object, even empty.")]
+                           f"or the text field, at most {settings.BOUNTY_Q_MAX_LENGTH} characters. Asks for a "
+                           "page object, even empty.", maxLength=settings.BOUNTY_Q_MAX_LENGTH)]
 
 
 class SortBackend(BaseFilterBackend):
