@@ -43,13 +43,15 @@ ADMIN = "/admin"  # where bountysite/urls.py mounts the admin
 PASSWORD_FORMS = frozenset({"/admin/login/", "/admin/password_change/"})  # the admin's, as its URLs name them
 
 
-def _client(request: HttpRequest) -> str:
+def request_client(request: HttpRequest) -> str:
+    """The client a request is counted against (the rate limits', the response cache's budget)."""
     return client_address(request.META.get("REMOTE_ADDR", ""), request.META.get("HTTP_X_FORWARDED_FOR"),
                           trusted=settings.BOUNTY_TRUSTED_PROXIES)
 
 
-def _count(key: str, timeout: int) -> int:
-    """This request's number in its client's window."""
+def shared_count(key: str, timeout: int) -> int:
+    """Adds one to the counter at `key` (of `timeout` seconds) in the shared cache: this request's
+    number in its client's window."""
     shared = caches["default"]
     if isinstance(shared, RedisCache):
         return shared.count(key, timeout)  # this process's own count while Redis cannot be reached
@@ -71,7 +73,7 @@ def _spend(budget: str, client: str, window: int) -> _Spent:
     now = time.time()
     window_start = int(now // window) * window
     reset = window_start + window
-    count = _count(f"ratelimit:{budget}:{client}:{window_start}", timeout=window + 1)
+    count = shared_count(f"ratelimit:{budget}:{client}:{window_start}", timeout=window + 1)
     return _Spent(count, reset, max(1, math.ceil(reset - now)))
 
 
@@ -96,7 +98,7 @@ class RateLimitMiddleware:
             return self.get_response(request)
         limit: int = settings.BOUNTY_RATE_LIMIT
         window: int = settings.BOUNTY_RATE_WINDOW_SECONDS
-        spent = _spend("api", _client(request), window)
+        spent = _spend("api", request_client(request), window)
         if spent.count > limit:
             response: HttpResponseBase = _too_many(f"rate limit of {limit} requests per {window} s exceeded", spent)
         else:
@@ -109,7 +111,7 @@ class RateLimitMiddleware:
     def _password_attempt(self, request: HttpRequest) -> HttpResponseBase:
         limit: int = settings.BOUNTY_ADMIN_LOGIN_RATE_LIMIT
         window: int = settings.BOUNTY_ADMIN_LOGIN_RATE_WINDOW_SECONDS
-        spent = _spend("admin-login", _client(request), window)
+        spent = _spend("admin-login", request_client(request), window)
         if spent.count > limit:
             return _too_many(f"login rate limit of {limit} attempts per {window} s exceeded", spent)
         return self.get_response(request)
