@@ -35,6 +35,7 @@ from records.selectors import BIGINT_MAX, DeploymentFilter, ListQuery, deploymen
 BEYOND_BIGINT = BIGINT_MAX + 1  # stands for any larger number: nothing is stored that large
 _NON_NEGATIVE = re.compile(r"[0-9]+")
 _ADDRESS = re.compile(r"0x[0-9a-fA-F]{40}")
+ADDRESS_PATTERN = f"^{_ADDRESS.pattern}$"  # the schema's
 DEPLOYMENT_FILTERS = ("chain_id", "contract_address")
 
 
@@ -190,6 +191,13 @@ def _parameter(name: str, description: str, kind: str = "string", **schema: Any)
             "schema": {"type": kind, **schema}}
 
 
+def lenient_parameter(name: str, description: str, meant: dict[str, Any]) -> dict[str, Any]:
+    """A parameter that takes any value (docs/api.md, Parameters), with the values it means stated
+    first: the schema refuses nothing the server accepts."""
+    return {"name": name, "in": "query", "required": False, "description": description,
+            "schema": {"anyOf": [meant, {"type": "string"}]}}
+
+
 Validated = tuple[tuple[tuple[str, Any], ...], tuple[tuple[str, Any], ...]] | str
 
 
@@ -254,10 +262,11 @@ class RecordFilterBackend(BaseFilterBackend):
             elif isinstance(declared, StatusFilter):
                 statuses = [value for value, _ in declared.extra["choices"]]
                 parameters.append({**_parameter(name, f"{description}: comma-separated, or the parameter "
-                                                "repeated", "array", items={"type": "string", "enum": statuses}),
+                                                "repeated", "array", items={"type": "string", "enum": statuses},
+                                                minItems=1),
                                    "style": "form", "explode": False})
             else:
-                parameters.append(_parameter(name, description, pattern="^0x[0-9a-fA-F]{40}$"))
+                parameters.append(_parameter(name, description, pattern=ADDRESS_PATTERN))
         return parameters
 
 
@@ -290,7 +299,8 @@ class SortBackend(BaseFilterBackend):
 
     def get_schema_operation_parameters(self, view: Any) -> list[dict[str, Any]]:
         return [
-            _parameter("sort", "sort key; unknown keys sort by id; ties break by id",
-                       enum=sorted(view.kind.sort_keys)),
-            _parameter("dir", "any case; anything else means desc", enum=["asc", "desc"]),
+            lenient_parameter("sort", "sort key (the list's keys and aliases); any other value sorts by id; ties "
+                              "break by id", {"type": "string", "enum": sorted(view.kind.sort_keys)}),
+            lenient_parameter("dir", "asc or desc, any case; any other value means desc",
+                              {"type": "string", "enum": ["asc", "desc"]}),
         ]

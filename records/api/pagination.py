@@ -21,7 +21,7 @@ from rest_framework.pagination import BasePagination
 from rest_framework.request import Request
 
 from records.api.caching import cache_key, respond
-from records.api.filters import bounded_int
+from records.api.filters import bounded_int, lenient_parameter
 from records.representation import with_counter
 from records.selectors import ListQuery, data_version, record_count, record_page
 
@@ -107,8 +107,9 @@ class RecordPagination(BasePagination):
 
     def get_schema_operation_parameters(self, view: Any) -> list[dict[str, Any]]:
         return [
-            {"name": "limit", "in": "query", "required": False, "schema": {"type": "integer"},
-             "description": "page size 1 to 100 (clamped; not an integer: 50). Asks for a page object."},
+            lenient_parameter("limit", f"page size 1 to {MAX_LIMIT} (an integer past either end means that end; "
+                              f"not an integer: {DEFAULT_LIMIT}). Asks for a page object.",
+                              {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT}),
             {"name": "cursor", "in": "query", "required": False, "schema": {"type": "string"},
              "description": "offset from a previous page's next_cursor; anything but a non-negative integer "
                             "reads from 0. Asks for a page object."},
