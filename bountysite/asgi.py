@@ -19,11 +19,12 @@ django_asgi_app = get_asgi_application()  # sets Django up before the consumers 
 
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
-from bountysite import daphne_bend  # noqa: E402
+from bountysite import daphne_bend, statement_timeout  # noqa: E402
 from records.routing import websocket_urlpatterns  # noqa: E402
 
 daphne_bend.install(http_stall_seconds=settings.BOUNTY_HTTP_STALL_SECONDS,
                     send_buffer_bytes=settings.BOUNTY_WS_SEND_BUFFER_BYTES)
+statement_timeout.install()
 
 # Python's default collects its young generation every 700 new objects, promoting whatever is in
 # flight at that moment; with 1,000 websocket connections the old generation grows fast and each

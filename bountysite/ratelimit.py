@@ -43,14 +43,16 @@ ADMIN = "/admin"  # where bountysite/urls.py mounts the admin
 PASSWORD_FORMS = frozenset({"/admin/login/", "/admin/password_change/"})  # the admin's, as its URLs name them
 
 
-def _client(request: HttpRequest) -> str:
-    """What the request is counted under: its client's address, an IPv6 client's /64."""
+def request_client(request: HttpRequest) -> str:
+    """The client a request is counted against (the rate limits', the response cache's budget): its
+    address, an IPv6 client's /64."""
     return client_key(client_address(request.META.get("REMOTE_ADDR", ""), request.META.get("HTTP_X_FORWARDED_FOR"),
                                      trusted=settings.BOUNTY_TRUSTED_PROXIES))
 
 
-def _count(key: str, timeout: int) -> int:
-    """This request's number in its client's window."""
+def shared_count(key: str, timeout: int) -> int:
+    """Adds one to the counter at `key` (of `timeout` seconds) in the shared cache: this request's
+    number in its client's window."""
     shared = caches["default"]
     if isinstance(shared, RedisCache):
         return shared.count(key, timeout)  # this process's own count while Redis cannot be reached
@@ -72,7 +74,7 @@ def spend(budget: str, client: str, window: int) -> Spent:
     now = time.time()
     window_start = int(now // window) * window
     reset = window_start + window
-    count = _count(f"ratelimit:{budget}:{client}:{window_start}", timeout=window + 1)
+    count = shared_count(f"ratelimit:{budget}:{client}:{window_start}", timeout=window + 1)
     return Spent(count, reset, max(1, math.ceil(reset - now)))
 
 
@@ -97,7 +99,7 @@ class RateLimitMiddleware:
             return self.get_response(request)
         limit: int = settings.BOUNTY_RATE_LIMIT
         window: int = settings.BOUNTY_RATE_WINDOW_SECONDS
-        spent = spend("api", _client(request), window)
+        spent = spend("api", request_client(request), window)
         if spent.count > limit:
             response: HttpResponseBase = _too_many(f"rate limit of {limit} requests per {window} s exceeded", spent)
         else:
@@ -110,7 +112,7 @@ class RateLimitMiddleware:
     def _password_attempt(self, request: HttpRequest) -> HttpResponseBase:
         limit: int = settings.BOUNTY_ADMIN_LOGIN_RATE_LIMIT
         window: int = settings.BOUNTY_ADMIN_LOGIN_RATE_WINDOW_SECONDS
-        spent = spend("admin-login", _client(request), window)
+        spent = spend("admin-login", request_client(request), window)
         if spent.count > limit:
             return _too_many(f"login rate limit of {limit} attempts per {window} s exceeded", spent)
         return self.get_response(request)

@@ -282,6 +282,16 @@ BOUNTY_RATE_WINDOW_SECONDS = env_int("BOUNTY_RATE_WINDOW_SECONDS", 60, minimum=1
 BOUNTY_ADMIN_LOGIN_RATE_LIMIT = env_int("BOUNTY_ADMIN_LOGIN_RATE_LIMIT", 10, minimum=0)
 BOUNTY_ADMIN_LOGIN_RATE_WINDOW_SECONDS = env_int("BOUNTY_ADMIN_LOGIN_RATE_WINDOW_SECONDS", 300, minimum=1)
 BOUNTY_TRUSTED_PROXIES = env_networks("BOUNTY_TRUSTED_PROXIES")
+# Bounds of one request's work (docs/api.md, Lists; docs/operations.md, The read API). `q` is a
+# substring: a transaction hash is 66 characters, an ipfs:// or https:// metadata URI rarely passes
+# 200; each character costs the trigram search a look-up. The statement timeout holds only in the
+# web processes (bountysite/asgi.py): the indexer's index builds and COPYs run for minutes.
+BOUNTY_Q_MAX_LENGTH = env_int("BOUNTY_Q_MAX_LENGTH", 256, minimum=1, maximum=10_000)
+BOUNTY_STATEMENT_TIMEOUT_MS = env_int("BOUNTY_STATEMENT_TIMEOUT_MS", 5_000, minimum=0)  # 0: none
+# What one client can add to the response cache: bodies up to this size are cached, and at most
+# this many new entries per client per BOUNTY_API_CACHE_SECONDS (past it, answers are not stored).
+BOUNTY_API_CACHE_MAX_BODY_BYTES = env_int("BOUNTY_API_CACHE_MAX_BODY_BYTES", 262_144, minimum=0)
+BOUNTY_API_CACHE_ENTRIES_PER_CLIENT = env_int("BOUNTY_API_CACHE_ENTRIES_PER_CLIENT", 50, minimum=0)
 
 # A response body is written as the client takes it; one that has not taken the 64 KiB the server
 # holds for it within this many seconds is cut off (bountysite/daphne_bend.py, patch 6).

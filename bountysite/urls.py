@@ -4,9 +4,8 @@ from django.http import Http404, HttpRequest, HttpResponseBase
 from django.urls import URLPattern, URLResolver, include, path, re_path
 from django.views.generic import RedirectView
 from django.views.static import serve
-from drf_spectacular.views import SpectacularAPIView
 
-from records.api.docs import redoc, swagger_ui
+from records.api.docs import SchemaView, redoc, swagger_ui
 from records.api.errors import error_response, not_found
 from records.metrics import metrics
 
@@ -27,7 +26,7 @@ def example(request: HttpRequest, path: str = "index.html") -> HttpResponseBase:
 
 urlpatterns: list[URLPattern | URLResolver] = [
     path("", include("records.urls")),
-    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("api/schema/", SchemaView.as_view(), name="schema"),
     path("api/docs/", swagger_ui(), name="swagger-ui"),
     path("api/redoc/", redoc(), name="redoc"),
     path("admin/", admin.site.urls),

@@ -7,3 +7,7 @@ from django.core.wsgi import get_wsgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "bountysite.settings")
 
 application = get_wsgi_application()
+
+from bountysite import statement_timeout  # noqa: E402  (after Django is set up)
+
+statement_timeout.install()

@@ -54,6 +54,15 @@ class ListQuery:
     descending: bool = True
     matches_nothing: bool = False  # qualified by a deployment or parent that cannot exist
 
+    def identity(self) -> tuple[Any, ...]:
+        """What the records it reads, and their order, depend on: equal for equivalent queries
+        (the response cache's key), with the sort alias resolved, `q` lowercased (its match
+        ignores case) and the filters and their values in one order."""
+        filters = tuple(sorted((lookup, tuple(sorted(value)) if isinstance(value, tuple) else value)
+                               for lookup, value in self.filters))
+        return (self.kind.name, self.deployments, filters, None if self.q is None else self.q.lower(),
+                self.kind.sort_keys.get(self.sort, self.kind.id_field), self.descending, self.matches_nothing)
+
     @property
     def narrowed(self) -> bool:
         """Whether it picks records within its deployments (so their totals do not count it)."""

@@ -1,9 +1,11 @@
 """Conditional responses: weak ETags, If-None-Match, and a cache of rendered bodies.
 
-A body is cached under a key made of the route, the parameters that shape it, and the data
-version of the deployments it reads (their change-log sequence numbers, which every indexer
-commit advances). A request whose data has not changed is answered from the cache without
-touching the records; with a matching If-None-Match it is a 304 without even a body.
+A body is cached under a key made of the parsed request (so equivalent requests share one entry)
+and the data version of the deployments it reads (their change-log sequence numbers, which every
+indexer commit advances). What one client adds is bounded: bodies past a size are not stored, nor
+more than a number of new entries per client and cache lifetime (`may_store`). A request whose
+data has not changed is answered from the cache without touching the records; with a matching
+If-None-Match it is a 304 without even a body.
 
 ETags are weak and derived from the body's bytes (`W/"<sha256 prefix>"`), so equal bodies have
 equal tags in every worker process and after restarts. Streamed arrays cannot be hashed before
@@ -14,7 +16,8 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Iterator
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Hashable, Iterator
 from typing import Any, cast
 
 import orjson
@@ -28,16 +31,31 @@ from django.utils.http import parse_etags
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from bountysite.ratelimit import request_client, shared_count
 from records.api.errors import RETRY_AFTER_SECONDS, error_response
 
 CACHE_CONTROL = "public, no-cache"
 
 
-def cache_key(request: HttpRequest, params: Iterable[str], version: str) -> str:
-    """The route, the given query parameters as sent (sorted), and the data version."""
-    shaped = sorted((name, request.GET.getlist(name)) for name in params if name in request.GET)
-    raw = orjson.dumps([request.path, shaped, version])
-    return "api:" + hashlib.sha256(raw).hexdigest()
+def cache_key(answer: Hashable, version: str) -> str:
+    """The answer, as the parsed request that asks for it (the same for equivalent requests:
+    parameters in any order, `limit=050` or `50`, a sort alias or its key, a default sent or
+    left out), and the data version."""
+    return "api:" + hashlib.sha256(repr((answer, version)).encode()).hexdigest()
+
+
+def may_store(request: HttpRequest, size: int) -> bool:
+    """Whether a rendered body of `size` bytes may go in the cache: not past
+    BOUNTY_API_CACHE_MAX_BODY_BYTES, and while its client has added fewer than
+    BOUNTY_API_CACHE_ENTRIES_PER_CLIENT entries in the current window of
+    BOUNTY_API_CACHE_SECONDS, so one client adds at most twice that many at once (two windows'
+    worth outlive their window), each of a bounded size."""
+    lifetime: int = settings.BOUNTY_API_CACHE_SECONDS
+    if size > settings.BOUNTY_API_CACHE_MAX_BODY_BYTES or not lifetime:
+        return False
+    window_start = int(time.time() // lifetime) * lifetime
+    added = shared_count(f"cache-budget:{request_client(request)}:{window_start}", timeout=lifetime + 1)
+    return added <= settings.BOUNTY_API_CACHE_ENTRIES_PER_CLIENT
 
 
 def etag_of(content: bytes) -> str:
@@ -77,7 +95,8 @@ def cached_json(request: HttpRequest, key: str, build: Callable[[], Any]) -> Htt
     if content is None or etag is None:
         content = orjson.dumps(build())
         etag = etag_of(content)
-        cache.set_many({body_key: content, tag_key: etag}, settings.BOUNTY_API_CACHE_SECONDS)
+        if may_store(request, len(content)):
+            cache.set_many({body_key: content, tag_key: etag}, settings.BOUNTY_API_CACHE_SECONDS)
     if if_none_match(request, etag):
         return not_modified(etag)
     response = HttpResponse(content, content_type="application/json")

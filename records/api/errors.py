@@ -6,23 +6,37 @@ import sys
 from typing import Any
 
 import orjson
+from django.conf import settings
 from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework.response import Response
 from rest_framework.views import exception_handler
 
-# The database cannot be reached (restarting, failing over): not a bug of the service, and over
-# in seconds, so clients are told to come back (503 with Retry-After) instead of a 500.
+from bountysite.statement_timeout import timed_out
+
+# The database cannot be reached (restarting, failing over), or a query ran past the statement
+# timeout (bountysite/statement_timeout.py): not a bug of the service, and over in seconds, so
+# clients are told to come back (503 with Retry-After) instead of a 500.
 DATABASE_UNREACHABLE = (OperationalError, InterfaceError)
 RETRY_AFTER_SECONDS = 5
 DATABASE_UNREACHABLE_DETAIL = "the database cannot be reached; try again shortly"
 
 
+def unavailable_detail(error: BaseException) -> str:
+    """Why a database error makes the answer a 503: a query past the statement timeout, or the
+    database out of reach."""
+    if timed_out(error):
+        return (f"the query took longer than the {settings.BOUNTY_STATEMENT_TIMEOUT_MS} ms the service allows; "
+                "try again shortly, or narrow it (filters, a shorter q)")
+    return DATABASE_UNREACHABLE_DETAIL
+
+
 def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
-    """DRF's handler, with every detail flattened to one string; the database out of reach is a 503."""
+    """DRF's handler, with every detail flattened to one string; the database out of reach, or a
+    query past the statement timeout, is a 503."""
     if isinstance(exc, DATABASE_UNREACHABLE):
-        return Response({"detail": DATABASE_UNREACHABLE_DETAIL}, status=503,
+        return Response({"detail": unavailable_detail(exc)}, status=503,
                         headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
     response = exception_handler(exc, context)
     if response is not None and not (isinstance(response.data, dict) and isinstance(response.data.get("detail"), str)):
@@ -51,9 +65,11 @@ def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpR
 
 def server_error(request: HttpRequest) -> HttpResponse:
     """Django's last resort (handler500), called while the exception is being handled: a
-    database out of reach outside the API's views (middleware, the admin) is a 503 too."""
-    if isinstance(sys.exc_info()[1], DATABASE_UNREACHABLE):
-        response = error_response(DATABASE_UNREACHABLE_DETAIL, 503)
+    database out of reach, or a query past the statement timeout, outside the API's views
+    (middleware, the admin) is a 503 too."""
+    error = sys.exc_info()[1]
+    if isinstance(error, DATABASE_UNREACHABLE):
+        response = error_response(unavailable_detail(error), 503)
         response["Retry-After"] = str(RETRY_AFTER_SECONDS)
         return response
     return error_response("internal server error", 500)

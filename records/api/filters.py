@@ -9,7 +9,7 @@ total or the stream from it with the fast paths that only a whole query can choo
   actor (`poster`, `claimant`, `challenger`). Filters are strict: a malformed value is a 400 that
   names the parameter. The FilterSet's filters are the one declaration of the exact filters:
   their lookups become the query's `filters`, their help texts the OpenAPI parameters.
-- `SearchBackend`: `q`, a substring of the record's search text.
+- `SearchBackend`: `q`, a substring of the record's search text, at most BOUNTY_Q_MAX_LENGTH characters.
 - `SortBackend`: `sort` and `dir`, lenient: an unknown key sorts by `id`, an unknown direction
   means `desc`.
 """
@@ -23,6 +23,7 @@ from typing import Any, cast
 
 import django_filters
 from django import forms
+from django.conf import settings
 from django.http import QueryDict
 from rest_framework.exceptions import ParseError
 from rest_framework.filters import BaseFilterBackend
@@ -34,6 +35,7 @@ from records.selectors import BIGINT_MAX, DeploymentFilter, ListQuery, deploymen
 BEYOND_BIGINT = BIGINT_MAX + 1  # stands for any larger number: nothing is stored that large
 _NON_NEGATIVE = re.compile(r"[0-9]+")
 _ADDRESS = re.compile(r"0x[0-9a-fA-F]{40}")
+ADDRESS_PATTERN = f"^{_ADDRESS.pattern}$"  # the schema's
 DEPLOYMENT_FILTERS = ("chain_id", "contract_address")
 
 
@@ -189,6 +191,13 @@ def _parameter(name: str, description: str, kind: str = "string", **schema: Any)
             "schema": {"type": kind, **schema}}
 
 
+def lenient_parameter(name: str, description: str, meant: dict[str, Any]) -> dict[str, Any]:
+    """A parameter that takes any value (docs/api.md, Parameters), with the values it means stated
+    first: the schema refuses nothing the server accepts."""
+    return {"name": name, "in": "query", "required": False, "description": description,
+            "schema": {"anyOf": [meant, {"type": "string"}]}}
+
+
 Validated = tuple[tuple[tuple[str, Any], ...], tuple[tuple[str, Any], ...]] | str
 
 
@@ -253,10 +262,11 @@ class RecordFilterBackend(BaseFilterBackend):
             elif isinstance(declared, StatusFilter):
                 statuses = [value for value, _ in declared.extra["choices"]]
                 parameters.append({**_parameter(name, f"{description}: comma-separated, or the parameter "
-                                                "repeated", "array", items={"type": "string", "enum": statuses}),
+                                                "repeated", "array", items={"type": "string", "enum": statuses},
+                                                minItems=1),
                                    "style": "form", "explode": False})
             else:
-                parameters.append(_parameter(name, description, pattern="^0x[0-9a-fA-F]{40}$"))
+                parameters.append(_parameter(name, description, pattern=ADDRESS_PATTERN))
         return parameters
 
 
@@ -266,11 +276,16 @@ class SearchBackend(BaseFilterBackend):
 
     def filter_queryset(self, request: Request, queryset: Any, view: Any) -> Any:
         query: ListQuery = queryset
-        return replace(query, q=request.query_params.get("q") or None)
+        q = request.query_params.get("q") or None
+        limit: int = settings.BOUNTY_Q_MAX_LENGTH
+        if q is not None and len(q) > limit:
+            raise ParseError(f"q must be at most {limit} characters, got {len(q)}")
+        return replace(query, q=q)
 
     def get_schema_operation_parameters(self, view: Any) -> list[dict[str, Any]]:
         return [_parameter("q", "case-insensitive substring of IDs, status, addresses, metadata, transaction hash "
-                           "or the text field. Asks for a page object, even empty.")]
+                           f"or the text field, at most {settings.BOUNTY_Q_MAX_LENGTH} characters. Asks for a "
+                           "page object, even empty.", maxLength=settings.BOUNTY_Q_MAX_LENGTH)]
 
 
 class SortBackend(BaseFilterBackend):
@@ -284,7 +299,8 @@ class SortBackend(BaseFilterBackend):
 
     def get_schema_operation_parameters(self, view: Any) -> list[dict[str, Any]]:
         return [
-            _parameter("sort", "sort key; unknown keys sort by id; ties break by id",
-                       enum=sorted(view.kind.sort_keys)),
-            _parameter("dir", "any case; anything else means desc", enum=["asc", "desc"]),
+            lenient_parameter("sort", "sort key (the list's keys and aliases); any other value sorts by id; ties "
+                              "break by id", {"type": "string", "enum": sorted(view.kind.sort_keys)}),
+            lenient_parameter("dir", "asc or desc, any case; any other value means desc",
+                              {"type": "string", "enum": ["asc", "desc"]}),
         ]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import orjson
@@ -21,7 +21,7 @@ from rest_framework.pagination import BasePagination
 from rest_framework.request import Request
 
 from records.api.caching import cache_key, respond
-from records.api.filters import bounded_int
+from records.api.filters import bounded_int, lenient_parameter
 from records.representation import with_counter
 from records.selectors import ListQuery, data_version, record_count, record_page
 
@@ -73,7 +73,7 @@ class RecordPagination(BasePagination):
     def get_paginated_response(self, data: Page) -> Any:
         """The page object `data` cuts, from the conditional cache (or DRF's browsable API)."""
         version = data_version(self.query.deployments)
-        key = cache_key(self.request, self.view.shaping_parameters(), version)
+        key = cache_key(("page", *self.query.identity(), data.offset, data.limit, data.cursor), version)
         return respond(self.request, key, lambda: self.page_object(self.query, data, version))
 
     def page_object(self, query: ListQuery, page: Page, version: str) -> dict[str, Any]:
@@ -96,8 +96,8 @@ class RecordPagination(BasePagination):
     def _total(query: ListQuery, version: str, page: Page, shown: int) -> int:
         """The total, cached per filter and data version: every page and sort of a filter shares
         it. A page that is not full but not past the end tells it without counting."""
-        filters = (query.kind.name, query.deployments, query.filters, query.q, query.matches_nothing, version)
-        key = "count:" + hashlib.sha256(repr(filters).encode()).hexdigest()
+        unsorted = replace(query, sort="id", descending=True).identity()  # every order counts the same
+        key = "count:" + hashlib.sha256(repr((unsorted, version)).encode()).hexdigest()
         total = cache.get(key)
         if total is None:
             total = page.offset + shown if 0 < shown < page.limit or (shown == 0 == page.offset) else \
@@ -107,8 +107,9 @@ class RecordPagination(BasePagination):
 
     def get_schema_operation_parameters(self, view: Any) -> list[dict[str, Any]]:
         return [
-            {"name": "limit", "in": "query", "required": False, "schema": {"type": "integer"},
-             "description": "page size 1 to 100 (clamped; not an integer: 50). Asks for a page object."},
+            lenient_parameter("limit", f"page size 1 to {MAX_LIMIT} (an integer past either end means that end; "
+                              f"not an integer: {DEFAULT_LIMIT}). Asks for a page object.",
+                              {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT}),
             {"name": "cursor", "in": "query", "required": False, "schema": {"type": "string"},
              "description": "offset from a previous page's next_cursor; anything but a non-negative integer "
                             "reads from 0. Asks for a page object."},

@@ -18,6 +18,7 @@ from drf_spectacular.utils import (
 )
 from rest_framework import serializers
 
+from records.api.filters import ADDRESS_PATTERN
 from records.kinds import BOUNTY, DISPUTE, SUBMISSION, Kind, RecordKind
 from records.models import BountyStatus, DisputeStatus, SubmissionStatus
 
@@ -218,9 +219,10 @@ class HealthSerializer(serializers.Serializer[Any]):
 
 
 QUALIFIER_PARAMETERS = [
-    OpenApiParameter("chain_id", int, description="deployment chain ID; send with contract_address, or leave "
-                     "both out for the active deployment (one alone is a 400)"),
-    OpenApiParameter("contract_address", str, description="deployment contract address (any letter case)"),
+    OpenApiParameter("chain_id", {"type": "integer", "minimum": 0}, description="deployment chain ID; send with "
+                     "contract_address, or leave both out for the active deployment (one alone is a 400)"),
+    OpenApiParameter("contract_address", str, pattern=ADDRESS_PATTERN,
+                     description="deployment contract address (any letter case)"),
 ]
 
 

@@ -50,7 +50,6 @@ from records.selectors import (
     record_overview,
 )
 
-QUALIFIERS = ("chain_id", "contract_address")
 # Rows a streamed list reads from the database and sends at a time: what it holds per client while
 # the client takes its body (with 1,000 rows a chunk and 5,000 a fetch, 20 slow readers grew the
 # process by 178 MB; with 200, by 64 MB, and a fast read took as long: bench/http_slow_readers.py).
@@ -137,14 +136,10 @@ class RecordViewSet(GenericViewSet[Any]):
         return self.get_paginated_response(page)
 
     def _unpaged(self, request: Request, query: Any) -> HttpResponseBase:
-        key = cache_key(request, self.shaping_parameters(), data_version(query.deployments))
+        key = cache_key(("unpaged", *query.identity()), data_version(query.deployments))
         if request.accepted_renderer.format == "json":
             return streamed_json_array(request, key, lambda: _stream(query))
         return Response([orjson.loads(body) for body in record_bodies(query)])
-
-    def shaping_parameters(self) -> tuple[str, ...]:
-        """Every query parameter that shapes a list's answer (its cache key)."""
-        return ("limit", "cursor", "q", "sort", "dir", *self.filterset_class.base_filters)
 
     def retrieve(self, request: Request, record_id: int) -> HttpResponseBase:
         def body(deployment: Deployment) -> Any:
@@ -170,7 +165,8 @@ class RecordViewSet(GenericViewSet[Any]):
         deployment = qualified_deployment(request.query_params)
         if deployment is None:
             raise self._missing(self.kwargs["record_id"])
-        return respond(request, cache_key(request, QUALIFIERS, data_version(deployment)), lambda: body(deployment))
+        answer = (self.kind.name, self.action, deployment.pk, self.kwargs["record_id"])
+        return respond(request, cache_key(answer, data_version(deployment)), lambda: body(deployment))
 
     def _missing(self, record_id: int) -> NotFound:
         return NotFound(f"{self.kind.name} {record_id} not found")

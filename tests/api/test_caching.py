@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
 import pytest
 import redis
 from django.core.cache import cache
 from django.http import HttpResponseBase
 from django.test import Client
 
-from records.models import Deployment
+from records.models import Bounty, Deployment
 from tests.api import helpers as h
-from tests.factories import bump_version, make_bounty, make_dispute, set_status
+from tests.factories import ACTIVE_CONTRACT, bump_version, make_bounty, make_dispute, set_status
 from tests.servers import ThrowawayRedis
 
 CACHE_CONTROL = "public, no-cache"
@@ -147,3 +148,74 @@ def test_a_redis_whose_memory_is_full_refuses_the_cache_and_answers_go_on_unchan
     assert health["redis"]["status"] == "ok"
     refusals = [record.getMessage() for record in caplog.records if "Redis refused" in record.getMessage()]
     assert len(refusals) <= 1 and all("maxmemory" in message for message in refusals), refusals
+
+
+# ------------------------------------------------------------------ what the cache holds
+
+
+def rewrite_bounty_bodies() -> None:
+    """Changes every stored bounty's body without moving the data version, as no indexer commit
+    would: an answer that still shows the old body came from the cache."""
+    for bounty in Bounty.objects.all():
+        Bounty.objects.filter(pk=bounty.pk).update(body=orjson.dumps({**orjson.loads(bounty.body),
+                                                                      "prompt": "rewritten"}).decode())
+
+
+def active_qualifiers(case: str) -> str:
+    address = ACTIVE_CONTRACT.lower() if case == "lower" else h.checksummed(ACTIVE_CONTRACT)
+    return f"chain_id=91342&contract_address={address}"
+
+
+EQUIVALENT = [
+    ("/bounties?limit=50&sort=reward&dir=desc", "/bounties?dir=DESC&sort=bounty_amount&limit=050"),
+    ("/bounties?limit=5&cursor=0", "/bounties?cursor=00&limit=%2B5"),
+    ("/bounties?limit=100", "/bounties?limit=500"),
+    ("/bounties?q=0X0000", "/bounties?dir=desc&q=0x0000&sort=id&limit=50"),
+    ("/bounties?status=open,refunded&limit=5", "/bounties?limit=5&status=REFUNDED&status=open"),
+    ("/bounties?limit=50", "/bounties?q="),
+    ("/bounties?limit=5&poster={poster}", "/bounties?poster={poster_checksummed}&limit=5&sort=nonsense"),
+    ("/bounties/{b}", "/bounties/{b}?" + active_qualifiers("checksummed")),
+    ("/bounties/{b}/overview?" + active_qualifiers("lower"), "/bounties/0{b}/overview?" + active_qualifiers("mixed")),
+]
+
+
+@pytest.mark.parametrize(("first", "second"), EQUIVALENT)
+def test_equivalent_requests_share_one_cached_answer(api: Client, tree: h.Tree, first: str, second: str) -> None:
+    poster = tree.bounty.poster
+    values = {**tree.ids, "poster": poster, "poster_checksummed": h.checksummed(poster)}
+    cached = fetch(api, first, tree) if "{poster" not in first else api.get(first.format(**values))
+    assert cached.status_code == 200 and b"rewritten" not in h.content(cached)
+    rewrite_bounty_bodies()
+    again = api.get(second.format(**values))
+    assert (again.status_code, h.content(again), again["ETag"]) == (200, h.content(cached), cached["ETag"])
+    if first.startswith("/bounties?"):  # another page reads the records again
+        assert b"rewritten" in h.content(api.get(first.format(**values) + "&limit=7"))
+
+
+@pytest.mark.parametrize(("first", "second"), [("/bounties?sort=reward", "/bounties?dir=Desc&sort=bounty_amount"),
+                                               ("/bounties", "/bounties?sort=nonsense&dir=sideways")])
+def test_equivalent_unpaged_lists_have_one_tag(api: Client, tree: h.Tree, first: str, second: str) -> None:
+    assert api.get(first)["ETag"] == api.get(second)["ETag"]
+
+
+def test_a_body_over_the_size_limit_is_served_but_not_cached(api: Client, tree: h.Tree, settings: Any) -> None:
+    small = fetch(api, "/bounties/{b}", tree)
+    settings.BOUNTY_API_CACHE_MAX_BODY_BYTES = len(h.content(small)) + 100
+    large = fetch(api, "/bounties/{b}/overview", tree)
+    assert len(h.content(large)) > settings.BOUNTY_API_CACHE_MAX_BODY_BYTES
+    rewrite_bounty_bodies()
+    assert b"rewritten" not in h.content(fetch(api, "/bounties/{b}", tree))  # cached
+    assert b"rewritten" in h.content(fetch(api, "/bounties/{b}/overview", tree))  # read again
+
+
+def test_one_client_adds_a_bounded_number_of_entries_and_others_keep_theirs(api: Client, tree: h.Tree,
+                                                                           settings: Any) -> None:
+    settings.BOUNTY_API_CACHE_ENTRIES_PER_CLIENT = 3
+    pages = [f"/bounties?limit={n}" for n in range(1, 6)]
+    for page in pages:
+        assert api.get(page, REMOTE_ADDR="203.0.113.7").status_code == 200
+    assert api.get("/bounties?limit=9", REMOTE_ADDR="203.0.113.8").status_code == 200  # another client's
+    rewrite_bounty_bodies()
+    stored = [b"rewritten" not in h.content(api.get(page, REMOTE_ADDR="203.0.113.9")) for page in pages]
+    assert stored == [True, True, True, False, False]
+    assert b"rewritten" not in h.content(api.get("/bounties?limit=9"))

@@ -11,6 +11,7 @@ import json
 import shutil
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,7 @@ import pytest
 PROJECT_DIR = Path(__file__).resolve().parent.parent.parent
 
 
-def _audit(tmp_path: Path, reports: dict[str, dict[str, object]]) -> subprocess.CompletedProcess[str]:
+def _audit(tmp_path: Path, reports: Mapping[str, object]) -> subprocess.CompletedProcess[str]:
     root = tmp_path / "project"
     (root / "scripts").mkdir(parents=True)
     shutil.copy2(PROJECT_DIR / "scripts" / "audit", root / "scripts" / "audit")

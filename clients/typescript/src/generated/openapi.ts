@@ -628,16 +628,16 @@ export interface operations {
                 contract_address?: string;
                 /** @description offset from a previous page's next_cursor; anything but a non-negative integer reads from 0. Asks for a page object. */
                 cursor?: string;
-                /** @description any case; anything else means desc */
-                dir?: "asc" | "desc";
-                /** @description page size 1 to 100 (clamped; not an integer: 50). Asks for a page object. */
-                limit?: number;
+                /** @description asc or desc, any case; any other value means desc */
+                dir?: ("asc" | "desc") | string;
+                /** @description page size 1 to 100 (an integer past either end means that end; not an integer: 50). Asks for a page object. */
+                limit?: number | string;
                 /** @description only records whose poster is this address (any letter case) */
                 poster?: string;
-                /** @description case-insensitive substring of IDs, status, addresses, metadata, transaction hash or the text field. Asks for a page object, even empty. */
+                /** @description case-insensitive substring of IDs, status, addresses, metadata, transaction hash or the text field, at most 256 characters. Asks for a page object, even empty. */
                 q?: string;
-                /** @description sort key; unknown keys sort by id; ties break by id */
-                sort?: "bond" | "bond_amount" | "bounty_amount" | "created_at" | "deadline" | "id" | "poster" | "prompt" | "reward" | "status" | "submission_count" | "submissions";
+                /** @description sort key (the list's keys and aliases); any other value sorts by id; ties break by id */
+                sort?: ("bond" | "bond_amount" | "bounty_amount" | "created_at" | "deadline" | "id" | "poster" | "prompt" | "reward" | "status" | "submission_count" | "submissions") | string;
                 /** @description only bounties in these statuses: comma-separated, or the parameter repeated */
                 status?: ("open" | "resolved" | "refunded")[];
             };
@@ -988,14 +988,14 @@ export interface operations {
                 contract_address?: string;
                 /** @description offset from a previous page's next_cursor; anything but a non-negative integer reads from 0. Asks for a page object. */
                 cursor?: string;
-                /** @description any case; anything else means desc */
-                dir?: "asc" | "desc";
-                /** @description page size 1 to 100 (clamped; not an integer: 50). Asks for a page object. */
-                limit?: number;
-                /** @description case-insensitive substring of IDs, status, addresses, metadata, transaction hash or the text field. Asks for a page object, even empty. */
+                /** @description asc or desc, any case; any other value means desc */
+                dir?: ("asc" | "desc") | string;
+                /** @description page size 1 to 100 (an integer past either end means that end; not an integer: 50). Asks for a page object. */
+                limit?: number | string;
+                /** @description case-insensitive substring of IDs, status, addresses, metadata, transaction hash or the text field, at most 256 characters. Asks for a page object, even empty. */
                 q?: string;
-                /** @description sort key; unknown keys sort by id; ties break by id */
-                sort?: "bond" | "bond_amount" | "bounty" | "bounty_id" | "challenger" | "created_at" | "id" | "reason" | "status" | "submission" | "submission_id" | "submitted";
+                /** @description sort key (the list's keys and aliases); any other value sorts by id; ties break by id */
+                sort?: ("bond" | "bond_amount" | "bounty" | "bounty_id" | "challenger" | "created_at" | "id" | "reason" | "status" | "submission" | "submission_id" | "submitted") | string;
                 /** @description only disputes in these statuses: comma-separated, or the parameter repeated */
                 status?: ("pending_human_review" | "upheld" | "rejected" | "cancelled")[];
                 /** @description records of this parent, within the deployment named by chain_id + contract_address (or the active one) */
@@ -1375,14 +1375,14 @@ export interface operations {
                 contract_address?: string;
                 /** @description offset from a previous page's next_cursor; anything but a non-negative integer reads from 0. Asks for a page object. */
                 cursor?: string;
-                /** @description any case; anything else means desc */
-                dir?: "asc" | "desc";
-                /** @description page size 1 to 100 (clamped; not an integer: 50). Asks for a page object. */
-                limit?: number;
-                /** @description case-insensitive substring of IDs, status, addresses, metadata, transaction hash or the text field. Asks for a page object, even empty. */
+                /** @description asc or desc, any case; any other value means desc */
+                dir?: ("asc" | "desc") | string;
+                /** @description page size 1 to 100 (an integer past either end means that end; not an integer: 50). Asks for a page object. */
+                limit?: number | string;
+                /** @description case-insensitive substring of IDs, status, addresses, metadata, transaction hash or the text field, at most 256 characters. Asks for a page object, even empty. */
                 q?: string;
-                /** @description sort key; unknown keys sort by id; ties break by id */
-                sort?: "bond" | "bond_amount" | "bounty" | "bounty_id" | "claimant" | "content" | "created_at" | "dispute_count" | "disputes" | "id" | "review" | "review_deadline" | "status" | "submitted";
+                /** @description sort key (the list's keys and aliases); any other value sorts by id; ties break by id */
+                sort?: ("bond" | "bond_amount" | "bounty" | "bounty_id" | "claimant" | "content" | "created_at" | "dispute_count" | "disputes" | "id" | "review" | "review_deadline" | "status" | "submitted") | string;
                 /** @description only submissions in these statuses: comma-separated, or the parameter repeated */
                 status?: ("submitted" | "disputed" | "accepted" | "rejected" | "refunded")[];
             };
