@@ -299,6 +299,7 @@ BOUNTY_HTTP_STALL_SECONDS = env_int("BOUNTY_HTTP_STALL_SECONDS", 30, minimum=1, 
 # Unpaged lists a web process streams at once: each holds a database connection while its client
 # reads (records.api.caching); keep it well below DATABASE_POOL_MAX.
 BOUNTY_HTTP_MAX_STREAMS = env_int("BOUNTY_HTTP_MAX_STREAMS", 4, minimum=1)
+BOUNTY_HTTP_MAX_STREAMS_PER_CLIENT = env_int("BOUNTY_HTTP_MAX_STREAMS_PER_CLIENT", 1, minimum=1)  # of those
 
 # CORS (django-cors-headers; docs/api.md, Cross-origin requests): pages on the allowed origins may
 # read the public routes, the front page and the schema. Never the admin, /metrics or the docs

@@ -156,16 +156,37 @@ class _ClosingStream(StreamingHttpResponse):
 
 # Each streamed array holds a database connection (on PostgreSQL, one of the pool's) for as long
 # as its client takes to read it: a process streams at most BOUNTY_HTTP_MAX_STREAMS at once, so
-# that slow readers cannot take the connections every other request needs.
+# that slow readers cannot take the connections every other request needs, and at most
+# BOUNTY_HTTP_MAX_STREAMS_PER_CLIENT to one client, so that one client's slow readers cannot take
+# every stream the others need.
 _STREAM_SLOTS = threading.BoundedSemaphore(settings.BOUNTY_HTTP_MAX_STREAMS)
 STREAM_SLOT_WAIT_SECONDS = 5  # how long a request waits for a stream to end before its 503
+_streams_of: dict[str, int] = {}  # the streams each client holds, by its key (bountysite.ratelimit)
+_streams_of_lock = threading.Lock()
+
+
+def _take_client_stream(client: str) -> bool:
+    with _streams_of_lock:
+        if _streams_of.get(client, 0) >= settings.BOUNTY_HTTP_MAX_STREAMS_PER_CLIENT:
+            return False
+        _streams_of[client] = _streams_of.get(client, 0) + 1
+        return True
+
+
+def _give_back_client_stream(client: str) -> None:
+    with _streams_of_lock:
+        left = _streams_of.pop(client, 1) - 1
+        if left:
+            _streams_of[client] = left
 
 
 class _Slot:
-    """A stream's chunks, holding one of the process's stream slots until they are closed."""
+    """A stream's chunks, holding one of the process's stream slots and one of its client's until
+    they are closed."""
 
-    def __init__(self, chunks: Iterator[bytes]) -> None:
+    def __init__(self, chunks: Iterator[bytes], client: str) -> None:
         self.chunks = chunks
+        self.client = client
         self.held = True
 
     def __iter__(self) -> Iterator[bytes]:
@@ -187,6 +208,16 @@ class _Slot:
         if self.held:
             self.held = False
             _STREAM_SLOTS.release()
+            _give_back_client_stream(self.client)
+
+
+def client_streams_busy() -> HttpResponse:
+    limit = settings.BOUNTY_HTTP_MAX_STREAMS_PER_CLIENT
+    response = error_response(
+        f"this client is already reading {limit} unpaged list{'s' if limit > 1 else ''}, as many as one client may "
+        "at once (BOUNTY_HTTP_MAX_STREAMS_PER_CLIENT); finish it first, or read pages (limit, cursor)", 429)
+    response["Retry-After"] = str(RETRY_AFTER_SECONDS)
+    return response
 
 
 def streams_busy() -> HttpResponse:
@@ -199,7 +230,8 @@ def streams_busy() -> HttpResponse:
 
 def streamed_json_array(request: HttpRequest, key: str, chunks: Callable[[], Iterator[bytes]]) -> HttpResponseBase:
     """A JSON array streamed chunk by chunk, tagged by its cache key, under ASGI in one of the
-    process's stream slots (a 503 when none frees up in time). A HEAD reads no records: its headers are GET's (no
+    process's stream slots (a 503 when none frees up in time) and one of its client's (a 429 when
+    the client holds them all). A HEAD reads no records: its headers are GET's (no
     Content-Length, which a stream never has) and its body would be dropped."""
     etag = f'W/"{key.removeprefix("api:")[:32]}"'
     if if_none_match(request, etag):
@@ -211,13 +243,17 @@ def streamed_json_array(request: HttpRequest, key: str, chunks: Callable[[], Ite
     elif not served_by_asgi:  # a WSGI server's workers bound its streams (each serves one request at a time)
         array = chunks()
     else:
+        client = request_client(request)
+        if not _take_client_stream(client):
+            return client_streams_busy()
         if not _STREAM_SLOTS.acquire(blocking=False):
             # Waiting, the request gives its database connection back: on PostgreSQL, requests
             # waiting here would otherwise take the pool's connections from every other request.
             db_connection.close()
             if not _STREAM_SLOTS.acquire(timeout=STREAM_SLOT_WAIT_SECONDS):
+                _give_back_client_stream(client)
                 return streams_busy()
-        array = _Slot(chunks())
+        array = _Slot(chunks(), client)
     response = (_ClosingStream(_pull(array), content_type="application/json") if served_by_asgi
                 else StreamingHttpResponse(array, content_type="application/json"))
     response["ETag"] = etag

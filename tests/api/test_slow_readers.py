@@ -41,7 +41,7 @@ def serve(**settings: str) -> Iterator[Server]:
         **os.environ, "DATABASE_URL": database_url(), "BOUNTY_CHAIN_ID": "91342",
         "BOUNTY_CONTRACT_ADDRESS": ACTIVE_CONTRACT, "BOUNTY_USDC_ADDRESS": ACTIVE_USDC,
         "BOUNTY_API_CACHE_SECONDS": "0", "BOUNTY_RATE_LIMIT": "1000000", "DATABASE_POOL_MIN": "0",
-        "DATABASE_POOL_TIMEOUT": "3", **settings,
+        "DATABASE_POOL_TIMEOUT": "3", "BOUNTY_TRUSTED_PROXIES": "127.0.0.1", **settings,
     }
     for name in ("BOUNTY_RPC_URL", "REDIS_URL", "DJANGO_DEBUG"):
         env.pop(name, None)
@@ -60,17 +60,24 @@ def one_stream(django_db_setup: None) -> Iterator[Server]:
     yield from serve(BOUNTY_HTTP_MAX_STREAMS="1", DATABASE_POOL_MAX="3")
 
 
+@pytest.fixture(scope="module")
+def two_streams(django_db_setup: None) -> Iterator[Server]:
+    yield from serve(BOUNTY_HTTP_MAX_STREAMS="2", DATABASE_POOL_MAX="4")
+
+
 @pytest.fixture
 def big_list(active: Deployment) -> None:
     many_bounties(active, BOUNTIES)
 
 
-def slow_client(server: Server) -> socket.socket:
-    """A connection that has asked for the unpaged list of bounties and reads nothing yet."""
+def slow_client(server: Server, address: str = "198.51.100.60") -> socket.socket:
+    """A connection from `address` (through the trusted proxy that 127.0.0.1 is) that has asked
+    for the unpaged list of bounties and reads nothing yet."""
     sock = socket.socket()
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8_192)
     sock.connect(("127.0.0.1", server.port))
-    sock.sendall(b"GET /bounties HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: application/json\r\n\r\n")
+    sock.sendall(b"GET /bounties HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: application/json\r\n"
+                 b"X-Forwarded-For: " + address.encode() + b"\r\n\r\n")
     return sock
 
 
@@ -162,3 +169,18 @@ def test_an_unpaged_list_past_the_streams_a_process_may_hold_answers_503_and_pag
     time.sleep(0.5)  # the slow client gone, its stream ends and frees its slot
     assert len(wire.send("GET", "/bounties").json()) == BOUNTIES
     wire.finish()
+
+
+def test_a_client_reading_an_unpaged_list_gets_429_for_another_while_other_clients_get_theirs(
+        two_streams: Server, big_list: None) -> None:
+    with slow_client(two_streams, "198.51.100.61"):  # holds one of the two streams, reading nothing
+        time.sleep(0.5)
+        same = Wire(two_streams)
+        refused = same.send("GET", "/bounties", {"X-Forwarded-For": "198.51.100.61"})
+        assert refused.status == 429 and refused.headers["retry-after"] == "5"
+        assert "BOUNTY_HTTP_MAX_STREAMS_PER_CLIENT" in refused.json()["detail"]
+        assert same.send("GET", "/bounties?limit=1", {"X-Forwarded-For": "198.51.100.61"}).status == 200
+        same.finish()
+        other = Wire(two_streams)
+        assert len(other.send("GET", "/bounties", {"X-Forwarded-For": "198.51.100.62"}).json()) == BOUNTIES
+        other.finish()
