@@ -263,16 +263,6 @@ BOUNTY_WS_SNAPSHOT_READERS_PER_CLIENT = env_int("BOUNTY_WS_SNAPSHOT_READERS_PER_
 BOUNTY_WS_SNAPSHOT_WAIT_SECONDS = env_int("BOUNTY_WS_SNAPSHOT_WAIT_SECONDS", 5, minimum=1)
 BOUNTY_WS_SNAPSHOT_BASE_SECONDS = env_int("BOUNTY_WS_SNAPSHOT_BASE_SECONDS", 10, minimum=1)
 BOUNTY_WS_SNAPSHOT_MIN_BYTES_PER_SECOND = env_int("BOUNTY_WS_SNAPSHOT_MIN_BYTES_PER_SECOND", 100_000, minimum=1)
-# A web process's pool must hold its snapshot readers, the live feed's reads and HTTP requests'.
-WEB_POOL_HEADROOM = 4  # connections left for HTTP requests beside the snapshots and the feed
-if _database["ENGINE"] != "django.db.backends.sqlite3":
-    _pool_max = _database["OPTIONS"]["pool"]["max_size"]
-    if _pool_max < BOUNTY_WS_SNAPSHOT_READERS + 1 + WEB_POOL_HEADROOM:
-        raise ImproperlyConfigured(
-            f"DATABASE_POOL_MAX ({_pool_max}) must be at least BOUNTY_WS_SNAPSHOT_READERS "
-            f"({BOUNTY_WS_SNAPSHOT_READERS}) + 1 for the websocket feed + {WEB_POOL_HEADROOM} for HTTP requests "
-            f"({BOUNTY_WS_SNAPSHOT_READERS + 1 + WEB_POOL_HEADROOM}): raise it or lower BOUNTY_WS_SNAPSHOT_READERS")
-
 # ---------------------------------------------------------------- read API
 
 BOUNTY_API_CACHE_SECONDS = env_int("BOUNTY_API_CACHE_SECONDS", 300, minimum=0)
@@ -300,6 +290,16 @@ BOUNTY_HTTP_STALL_SECONDS = env_int("BOUNTY_HTTP_STALL_SECONDS", 30, minimum=1, 
 # reads (records.api.caching); keep it well below DATABASE_POOL_MAX.
 BOUNTY_HTTP_MAX_STREAMS = env_int("BOUNTY_HTTP_MAX_STREAMS", 4, minimum=1)
 BOUNTY_HTTP_MAX_STREAMS_PER_CLIENT = env_int("BOUNTY_HTTP_MAX_STREAMS_PER_CLIENT", 1, minimum=1)  # of those
+# A web process's pool must hold its snapshot readers, the live feed's reads, its streamed lists
+# and at least one more connection for every other request (pages, single records, the admin).
+if _database["ENGINE"] != "django.db.backends.sqlite3":
+    _pool_max = _database["OPTIONS"]["pool"]["max_size"]
+    _pool_needs = BOUNTY_WS_SNAPSHOT_READERS + 1 + BOUNTY_HTTP_MAX_STREAMS + 1
+    if _pool_max < _pool_needs:
+        raise ImproperlyConfigured(
+            f"DATABASE_POOL_MAX ({_pool_max}) must be at least BOUNTY_WS_SNAPSHOT_READERS "
+            f"({BOUNTY_WS_SNAPSHOT_READERS}) + 1 for the websocket feed + BOUNTY_HTTP_MAX_STREAMS "
+            f"({BOUNTY_HTTP_MAX_STREAMS}) + 1 for every other request ({_pool_needs}): raise it, or lower the others")
 
 # CORS (django-cors-headers; docs/api.md, Cross-origin requests): pages on the allowed origins may
 # read the public routes, the front page and the schema. Never the admin, /metrics or the docs

@@ -36,6 +36,11 @@ TRANSACTIONS = ("SELECT count(*) FROM pg_stat_activity WHERE datname = current_d
                 "AND pid <> pg_backend_pid() AND state LIKE 'idle in transaction%%'")
 
 
+# The smallest pool the settings allow (PostgreSQL): one snapshot reader, the feed, one stream, and
+# one connection for every other request; a stream that kept its connection would leave pages none.
+SMALL_POOL = {"BOUNTY_WS_SNAPSHOT_READERS": "1", "BOUNTY_HTTP_MAX_STREAMS": "1", "DATABASE_POOL_MAX": "4"}
+
+
 def serve(**settings: str) -> Iterator[Server]:
     env = {
         **os.environ, "DATABASE_URL": database_url(), "BOUNTY_CHAIN_ID": "91342",
@@ -52,17 +57,17 @@ def serve(**settings: str) -> Iterator[Server]:
 
 @pytest.fixture(scope="module")
 def server(django_db_setup: None) -> Iterator[Server]:
-    yield from serve(BOUNTY_HTTP_STALL_SECONDS=str(STALL_SECONDS), DATABASE_POOL_MAX="1")
+    yield from serve(BOUNTY_HTTP_STALL_SECONDS=str(STALL_SECONDS), **SMALL_POOL)
 
 
 @pytest.fixture(scope="module")
 def one_stream(django_db_setup: None) -> Iterator[Server]:
-    yield from serve(BOUNTY_HTTP_MAX_STREAMS="1", DATABASE_POOL_MAX="3")
+    yield from serve(**SMALL_POOL)
 
 
 @pytest.fixture(scope="module")
 def two_streams(django_db_setup: None) -> Iterator[Server]:
-    yield from serve(BOUNTY_HTTP_MAX_STREAMS="2", DATABASE_POOL_MAX="4")
+    yield from serve(**{**SMALL_POOL, "BOUNTY_HTTP_MAX_STREAMS": "2", "DATABASE_POOL_MAX": "5"})
 
 
 @pytest.fixture
@@ -135,7 +140,7 @@ def test_a_reader_that_stops_reading_is_cut_off_and_its_database_connection_give
     if connection.vendor == "postgresql":
         assert wait_for_no_cursor() == (0, 0)
     wire = Wire(server)
-    reply = wire.send("GET", "/bounties?limit=1")  # the pool's one connection is free again
+    reply = wire.send("GET", "/bounties?limit=1")
     assert reply.status == 200 and len(reply.json()["items"]) == 1
     wire.finish()
 

@@ -95,7 +95,9 @@ def test_debug_is_off_and_a_secret_key_is_required_by_default(tmp_path: Path) ->
          "BOUNTY_INDEXER_MAX_WAIT_MS (10000) must be at least BOUNTY_INDEXER_POLL_MS (20000)"),
         ({"DATABASE_URL": "postgres://bounty@db.invalid/bounty", "DATABASE_POOL_MAX": "8"},
          "DATABASE_POOL_MAX (8) must be at least BOUNTY_WS_SNAPSHOT_READERS (4) + 1 for the websocket feed "
-         "+ 4 for HTTP requests (9)"),
+         "+ BOUNTY_HTTP_MAX_STREAMS (4) + 1 for every other request (10)"),
+        ({"DATABASE_URL": "postgres://bounty@db.invalid/bounty", "BOUNTY_HTTP_MAX_STREAMS": "6"},
+         "+ BOUNTY_HTTP_MAX_STREAMS (6) + 1 for every other request (12)"),
         ({"DATABASE_URL": "postgres://bounty@db.invalid/bounty", "BOUNTY_WS_SNAPSHOT_READERS": "8"},
          "DATABASE_POOL_MAX (10) must be at least BOUNTY_WS_SNAPSHOT_READERS (8)"),
         ({"BOUNTY_RPC_URL": "http://node.example.org/v2/key"},
