@@ -20,11 +20,10 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
-from django.conf import settings
 from django.http import HttpRequest, HttpResponseBase, StreamingHttpResponse
 from django.urls import Resolver404, ResolverMatch, resolve
 
-from bountysite.client_address import client_address
+from bountysite.ratelimit import request_address
 from records.api.errors import not_found
 from records.metrics import HTTP_LATENCY, HTTP_REQUESTS
 
@@ -55,8 +54,7 @@ def _record(request: HttpRequest, status: int, started: float) -> None:
     HTTP_LATENCY.labels(route).observe(seconds)
     duration_ms = round(seconds * 1000, 2)
     path = request.get_full_path()
-    client = client_address(request.META.get("REMOTE_ADDR", ""), request.META.get("HTTP_X_FORWARDED_FOR"),
-                            trusted=settings.BOUNTY_TRUSTED_PROXIES)
+    client = request_address(request)
     access_log.info("%s %s %d %.2f ms", request.method, path, status, duration_ms,
                     extra={"method": request.method, "path": path, "route": route, "status": status,
                            "duration_ms": duration_ms, "client": client})

@@ -43,11 +43,17 @@ ADMIN = "/admin"  # where bountysite/urls.py mounts the admin
 PASSWORD_FORMS = frozenset({"/admin/login/", "/admin/password_change/"})  # the admin's, as its URLs name them
 
 
+def request_address(request: HttpRequest) -> str:
+    """The request's client address, by bountysite.client_address's rule (the access lines, the
+    admin's record of sign-in attempts)."""
+    return client_address(request.META.get("REMOTE_ADDR", ""), request.META.get("HTTP_X_FORWARDED_FOR"),
+                          trusted=settings.BOUNTY_TRUSTED_PROXIES)
+
+
 def request_client(request: HttpRequest) -> str:
     """The client a request is counted against (the rate limits', the response cache's budget): its
     address, an IPv6 client's /64."""
-    return client_key(client_address(request.META.get("REMOTE_ADDR", ""), request.META.get("HTTP_X_FORWARDED_FOR"),
-                                     trusted=settings.BOUNTY_TRUSTED_PROXIES))
+    return client_key(request_address(request))
 
 
 def shared_count(key: str, timeout: int) -> int:

@@ -18,17 +18,11 @@ from typing import Any
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 
-from bountysite.client_address import client_address
+from bountysite.ratelimit import request_address
 from records.api.errors import error_response
 from records.metrics import ADMIN_SIGN_IN_LOCKED_OUT
 
 logger = logging.getLogger(__name__)
-
-
-def client_ip(request: HttpRequest) -> str:
-    """The client's address for axes' records of attempts, by the service's one rule."""
-    return client_address(request.META.get("REMOTE_ADDR", ""), request.META.get("HTTP_X_FORWARDED_FOR"),
-                          trusted=settings.BOUNTY_TRUSTED_PROXIES)
 
 
 def locked_out(request: HttpRequest, original_response: HttpResponse | None = None,
@@ -40,7 +34,7 @@ def locked_out(request: HttpRequest, original_response: HttpResponse | None = No
     ADMIN_SIGN_IN_LOCKED_OUT.inc()
     logger.warning("admin sign-in refused: the account %r is locked after %s failed attempts (from %s); "
                    "it unlocks within %s s, or run manage.py axes_reset_username %s", username,
-                   settings.AXES_FAILURE_LIMIT, client_ip(request), cool_off, username)
+                   settings.AXES_FAILURE_LIMIT, request_address(request), cool_off, username)
     response = error_response(f"this account is locked after {settings.AXES_FAILURE_LIMIT} failed sign-ins; "
                               f"try again in {cool_off // 60} minutes", 429)
     response["Retry-After"] = str(cool_off)
