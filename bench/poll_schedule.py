@@ -16,7 +16,22 @@ Rows (each with its target, checked in the same run):
   Target: no gap between two requests past the ceiling; after 30 blocks, <= 1.2 calls a block idle
   and mined -> /bounties p50 <= 0.5 s, p90 <= 1 s.
 
-The steady 1 s row (and the lagging load balancer) is bench/remote_sync.py's `live`.
+- lived-1s: a chain that has lived, followed through a node 30 ms away (range cap 50): a scenario
+  on the dev chain (automine; the clock moved a day forward before each bounty), then a burst of
+  40 blocks (about 20 a second, each timestamp a second after the last), then steady blocks
+  (`anvil_mine` one block with a one-second timestamp step each wall-clock second: timestamps two
+  seconds apart, blocks one), the last 30 of 50 measured, then 5 bounties mined in that rhythm.
+  Target: <= 1.2 calls a block over the 30; each bounty of the scenario in /bounties <= 1 s after
+  it was sent, each of the rhythm <= 1 s after it was mined; the mirror exact (verify_mirror).
+- lived-1s-lagging: the same through a load balancer whose backend 3 blocks behind answers 40% of
+  the calls. Target: <= 3 calls a block; the rhythm's bounties mined -> /bounties median <= 0.5 s,
+  p90 <= 1 s (bench/remote_sync.py's lagging targets: each answer of that backend is asked again);
+  the mirror exact.
+- lived-12s: the same with a block every 12 s (a 12 s timestamp step). Target: <= 1.2 calls a
+  block; the bounties and the mirror as above.
+
+The steady 1 s row from a fresh start (and the lagging load balancer) is bench/remote_sync.py's
+`live`.
 
     .venv/bin/python bench/poll_schedule.py                  # every row (about 35 minutes)
     .venv/bin/python bench/poll_schedule.py --quick          # fewer pauses, a 1-minute halt
@@ -36,6 +51,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -281,6 +297,83 @@ def jumped(chain: Chain, workdir: Path, posts: int, idle_seconds: float) -> dict
             and result["median_s"] <= 0.5 and result["p90_s"] <= 1.0}
 
 
+def lived(chain: Chain, workdir: Path, name: str, *, block_time: int, behind_share: float = 0.0,
+          before: int = 20, measured: int = 30, posts: int = 5) -> dict[str, Any]:
+    """A chain that has lived (the module's docstring), followed from a fresh start."""
+    rng = random.Random(17)
+    limits = NodeLimits(latency=0.03, max_log_blocks=50, behind_share=behind_share, behind_blocks=3, seed=11)
+    with NodeProxy(chain.deployment.rpc_url, limits) as node:
+        with Service(chain.deployment, workdir, name, node.url) as svc:
+            svc.caught_up(chain.w3.eth.block_number)
+            sent = []
+            for _ in range(3):  # the scenario: records at human pauses, deadlines tried by moving the clock
+                increase_time(chain.w3, DAY)
+                time.sleep(rng.uniform(0.5, 2.0))
+                sent.append(chain.post(svc, mined=False))
+            for _ in range(40):  # the burst
+                chain.rpc("anvil_mine", 1, 1)
+                time.sleep(0.05)
+            chain.rpc("evm_setAutomine", False)  # from here on, transactions wait for the rhythm's block
+            rhythm = Rhythm(chain, block_time)
+            try:
+                rhythm.wait_for(before)
+                node.reset_stats()
+                rhythm.wait_for(before + measured)
+                stats = node.reset_stats()
+                mined = [chain.post(svc, mined=True) for _ in range(posts)]
+            finally:
+                rhythm.stop()
+                chain.rpc("evm_setAutomine", True)
+            health = svc.http.get("/health").json()["indexer"]
+            svc.caught_up(chain.w3.eth.block_number)
+        proof = subprocess.run([PYTHON, "manage.py", "verify_mirror"], cwd=ROOT, env=svc.env, capture_output=True,
+                               text=True)
+    per_block = stats.total_calls / measured
+    most = 3.0 if behind_share else 1.2
+    if behind_share:
+        late, on_time = "the rhythm's bounties median <= 0.5 s, p90 <= 1 s", \
+            statistics.median(mined) <= 0.5 and quantile(mined, 0.9) <= 1.0
+    else:
+        late, on_time = "each bounty <= 1 s", max(sent + mined) <= 1.0
+    return {"block_time_s": block_time, "behind_share": behind_share, "measured_blocks": measured,
+            "calls_per_block": round(per_block, 3), "calls_by_method": dict(stats.calls),
+            "lagging_answers": stats.behind, "rhythm_s": health["block_rhythm_seconds"],
+            "rhythm_since": health["block_rhythm_since"],
+            "scenario": figures(sent), "rhythm_bounties": figures(mined),
+            "verify_mirror": (proof.stdout or proof.stderr).strip().splitlines()[-1:],
+            "target": f"<= {most} calls a block over the last {measured} of {before + measured}; {late}; mirror exact",
+            "met": per_block <= most and on_time and proof.returncode == 0}
+
+
+class Rhythm:
+    """Blocks mined as a loop in a developer's script mines them: `anvil_mine` one block with a
+    `block_time` timestamp step at each tick of this machine's clock, `block_time` seconds apart."""
+
+    def __init__(self, chain: Chain, block_time: int) -> None:
+        self.chain, self.block_time = chain, block_time
+        self.mined = 0
+        self._stop = threading.Event()
+        self._changed = threading.Condition()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        start = time.monotonic()
+        while not self._stop.wait(max(0.0, start + (self.mined + 1) * self.block_time - time.monotonic())):
+            self.chain.rpc("anvil_mine", 1, self.block_time)
+            with self._changed:
+                self.mined += 1
+                self._changed.notify_all()
+
+    def wait_for(self, blocks: int) -> None:
+        with self._changed:
+            self._changed.wait_for(lambda: self.mined >= blocks)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="8 random pauses, a 1-minute halt, shorter idles")
@@ -293,6 +386,12 @@ def main() -> None:
         "steady-12s": lambda chain, workdir: steady_12s(chain, workdir, 8, idle_12),
         "halted": lambda chain, workdir: halted(chain, workdir, halt),
         "jumped": lambda chain, workdir: jumped(chain, workdir, 20, idle_1),
+        "lived-1s": lambda chain, workdir: lived(chain, workdir, "lived-1s", block_time=1),
+        "lived-1s-lagging": lambda chain, workdir: lived(chain, workdir, "lived-1s-lagging", block_time=1,
+                                                         behind_share=0.4),
+        "lived-12s": lambda chain, workdir: lived(chain, workdir, "lived-12s", block_time=12,
+                                                  before=10 if args.quick else 20, measured=15 if args.quick else 30,
+                                                  posts=3),
     }
     anvil = Anvil(port=free_port())
     w3 = anvil.start()

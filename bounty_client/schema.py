@@ -172,6 +172,8 @@ class HealthIndexer(TypedDict):
     rpc_calls_per_block: float | None
     rpc_calls_per_day: float | None
     rpc_calls_by_phase: dict[str, int]
+    block_rhythm_seconds: float | None
+    block_rhythm_since: str | None
     node_unreachable_since: str | None
     node_unreachable_seconds: int | None
     node_last_asked_at: str | None

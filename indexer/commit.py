@@ -80,6 +80,8 @@ class Committer:
         self.calls = CallMeter()
         self.progress: Progress | None = None
         self.head_time: datetime | None = None  # of the head block last seen, for the lag in seconds
+        self.rhythm: float | None = None  # the block time the poll schedule trusts (indexer.clock), if any
+        self.rhythm_since: datetime | None = None  # since when
         self.rate_limited_at: datetime | None = None  # when the node last limited the rate (for /health)
         self.node_asked: float | None = None  # when a request was last sent to the node, by any process
         self.calls_by_phase: Counter[str] = Counter()  # since this process started (for /health)
@@ -89,6 +91,14 @@ class Committer:
     @property
     def node_asked_at(self) -> datetime | None:
         return None if self.node_asked is None else datetime.fromtimestamp(self.node_asked, tz=UTC)
+
+    def rhythm_kept(self, seconds: float | None, since: datetime | None) -> None:
+        """The block rhythm the poll schedule trusts after a poll, for the metrics now and /health
+        with the next write of the sync state."""
+        if (seconds, since) != (self.rhythm, self.rhythm_since):
+            self.metrics.block_rhythm_seconds.set(seconds or 0)
+            self.metrics.block_rhythm_since.set(since.timestamp() if since is not None else 0)
+        self.rhythm, self.rhythm_since = seconds, since
 
     def count_rpc(self, counts: RpcCounts) -> None:
         """The metrics of the calls and failures of a tally; a rate limit among them, and when
@@ -208,6 +218,7 @@ class Committer:
             locked.reread_block = batch.to
         locked.last_indexed_block = batch.to
         locked.rpc_calls_per_block, locked.rpc_calls_per_day = self.calls.per_block, self.calls.per_day
+        locked.block_rhythm_seconds, locked.block_rhythm_since = self.rhythm, self.rhythm_since
         locked.last_seq += len(entries)
         locked.head_block = batch.head
         locked.safe_block = batch.safe

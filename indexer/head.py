@@ -3,7 +3,8 @@
 `HeadPoll.head` asks for the chain head's header and, with BOUNTY_CONFIRMATIONS a block tag
 (safe, finalized), the tagged block's: the safe head is the newest block deep enough to index.
 `HeadPoll.poll`, which each step of the indexer starts with, also teaches the block clock
-(indexer.clock) whether the head moved, and says when it has stayed IDLE_CHECK_SECONDS: the
+(indexer.clock) whether the head moved (the rhythm it then trusts goes to /health and the
+metrics through the committer), and says when it has stayed IDLE_CHECK_SECONDS: the
 indexed tip is then compared with the chain (a reorganisation that kept the height). The header
 kept from the poll (`latest`) lets the realtime phase and the tip's check go without asking again.
 """
@@ -69,6 +70,7 @@ class HeadPoll:
         elif time.monotonic() - self._new_head_at >= IDLE_CHECK_SECONDS:
             self._new_head_at = time.monotonic()
             idle = True
+        self.committer.rhythm_kept(self.clock.rhythm, self.clock.trusted_since)
         return Polled(head, safe, idle)
 
     def replaced(self, head: int, last: int, tip: str | None) -> bool:

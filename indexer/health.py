@@ -43,6 +43,8 @@ class IndexerHealth(TypedDict):
     rpc_calls_per_block: float | None  # JSON-RPC calls per new block while following the head
     rpc_calls_per_day: float | None  # at the rate of the last minutes
     rpc_calls_by_phase: dict[str, int]  # the running writer's calls since it started, by phase
+    block_rhythm_seconds: float | None  # the block time the poll schedule trusts (indexer.clock), if any
+    block_rhythm_since: datetime | None  # since when it trusts it
     node_unreachable_since: datetime | None  # the node has not answered the running indexer since then
     node_unreachable_seconds: int | None
     node_last_asked_at: datetime | None  # when the indexer last sent the node a request
@@ -66,7 +68,9 @@ def indexer_health(deployment: Deployment | None, *, now: datetime | None = None
     indexer slows down and goes on). `rpc_calls_per_block`, `rpc_calls_per_day`: what following
     the head costs in calls to the node, measured over the last minutes (None until measured, or
     while no indexer runs); `rpc_calls_by_phase`: the running writer's calls since it started, by
-    phase (indexer.rpc.PHASES). `node_unreachable_since`, `node_unreachable_seconds`: the node has not
+    phase (indexer.rpc.PHASES). `block_rhythm_seconds`, `block_rhythm_since`: the block time the
+    running writer's poll schedule trusts, and since when (indexer.clock; None while it trusts
+    none and polls every BOUNTY_INDEXER_POLL_MS). `node_unreachable_since`, `node_unreachable_seconds`: the node has not
     answered the running indexer since then (it keeps asking). `node_last_asked_at`,
     `node_last_asked_seconds`: when the indexer last sent the node a request; `node_ask_overdue`:
     longer ago than ask_allowance() (the indexer never waits longer than its ceiling between two
@@ -108,6 +112,9 @@ def indexer_health(deployment: Deployment | None, *, now: datetime | None = None
         rpc_calls_per_block=state.rpc_calls_per_block if state and running else None,
         rpc_calls_per_day=state.rpc_calls_per_day if state and running else None,
         rpc_calls_by_phase=dict(state.rpc_calls_by_phase) if state and running else {},
+        block_rhythm_seconds=round(state.block_rhythm_seconds, 3) if state and running and state.block_rhythm_seconds
+        else None,
+        block_rhythm_since=state.block_rhythm_since if state and running and state.block_rhythm_seconds else None,
         node_unreachable_since=unreachable,
         node_unreachable_seconds=None if unreachable is None else max(0, int((now - unreachable).total_seconds())),
         node_last_asked_at=asked,

@@ -80,6 +80,13 @@ class IndexerMetrics:
         self.max_wait_seconds = gauge(
             "bounty_indexer_max_wait_seconds",
             "The longest the indexer waits between two asks of the node (BOUNTY_INDEXER_MAX_WAIT_MS).").labels(*labels)
+        self.block_rhythm_seconds = gauge(
+            "bounty_indexer_block_rhythm_seconds",
+            "The block time the poll schedule trusts (a poll when the next block is due); 0 while it trusts none "
+            "and polls every BOUNTY_INDEXER_POLL_MS.").labels(*labels)
+        self.block_rhythm_since = gauge(
+            "bounty_indexer_block_rhythm_trusted_since_seconds",
+            "Since when (Unix time) the poll schedule trusts that rhythm; 0 while it trusts none.").labels(*labels)
         self.rpc_calls_per_block = gauge("bounty_indexer_rpc_calls_per_block",
                                          "JSON-RPC calls per new block while following the head, over the last "
                                          "minutes.").labels(*labels)

@@ -93,6 +93,10 @@ class SyncState(models.Model):
     rpc_calls_per_day = models.FloatField(null=True, blank=True)
     node_unreachable_since = models.DateTimeField(null=True, blank=True,
                                                   help_text="since when the node has not answered (None: it does)")
+    # The block rhythm the poll schedule trusts (indexer.clock), for /health.
+    block_rhythm_seconds = models.FloatField(
+        null=True, blank=True, help_text="a block every so many seconds, as the polls bear out (None: none trusted)")
+    block_rhythm_since = models.DateTimeField(null=True, blank=True, help_text="since when that rhythm is trusted")
 
     def __str__(self) -> str:
         return f"sync state of {self.deployment}"

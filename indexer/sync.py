@@ -364,6 +364,8 @@ class Indexer:
                                                      node_asked_at=self.committer.node_asked_at,
                                                      rpc_calls_per_block=self.committer.calls.per_block,
                                                      rpc_calls_per_day=self.committer.calls.per_day,
+                                                     block_rhythm_seconds=self.committer.rhythm,
+                                                     block_rhythm_since=self.committer.rhythm_since,
                                                      rpc_calls_by_phase=self.committer.phase_calls(),
                                                      last_heartbeat=timezone.now())
         self.committer.progress = None

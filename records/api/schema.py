@@ -176,6 +176,13 @@ class HealthIndexerSerializer(serializers.Serializer[Any]):
         help_text="the running writer's JSON-RPC calls since it started, by the phase that made them: startup (the "
                   "start-up checks), historical (ranges), realtime (following the head), reread (the second reading "
                   "of the blocks near the head); empty while no indexer runs")
+    block_rhythm_seconds = serializers.FloatField(
+        allow_null=True, help_text="the block time (this machine's seconds) the running indexer's polls have borne "
+                                   "out: it asks for the head when the next block is due; null while it trusts no "
+                                   "rhythm and asks every BOUNTY_INDEXER_POLL_MS (a developer's chain, after a burst, "
+                                   "a moved clock or a halt, until about ten blocks bear a rhythm out again)")
+    block_rhythm_since = serializers.DateTimeField(
+        allow_null=True, help_text="since when the running indexer trusts that rhythm; null while it trusts none")
     node_unreachable_since = serializers.DateTimeField(
         allow_null=True, help_text="the node has not answered the running indexer since then (it keeps asking, and "
                                    "status is degraded); null while it answers")

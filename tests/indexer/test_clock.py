@@ -3,17 +3,28 @@ machine's clock, and the timestamp the chain gives it. The indexer's polls are r
 each, answered at once); what is measured is how late each block was seen, the calls per block
 once the chain's rhythm could be learnt, and the longest wait. Every chain shape that once broke
 the schedule is here: the median of timestamps that jumped, an automine chain's pauses, a halt,
-a clock ahead of the chain's, timestamps that disagree with the arrivals."""
+a clock ahead of the chain's, timestamps that disagree with the arrivals, a chain that lived a
+scenario and a burst; and once `run_indexer` itself through a node proxy, on a real anvil."""
 
 from __future__ import annotations
 
 import random
+import signal
 import statistics
+import time
 from dataclasses import dataclass
 
 import pytest
 
+from contracts.devchain import free_port, increase_time
 from indexer.clock import BlockClock
+from indexer.models import SyncState
+from tests.chain import Chain
+from tests.indexer.conftest import post_bounty, process_env
+from tests.indexer.test_metrics import scrape
+from tests.indexer.test_run_indexer_command import start, wait_until
+from tests.metrics import value
+from tests.node_proxy import NodeLimits, NodeProxy
 
 POLL = 0.25  # BOUNTY_INDEXER_POLL_MS's default
 DEV_POLL = 0.5  # as scripts/dev sets it
@@ -29,6 +40,19 @@ class Replay:
     polls: list[float]
     late: list[float]  # per block: how long after it could be seen a poll found it
     longest_wait: float
+    clock: BlockClock
+    trusted: list[tuple[int, bool]]  # per poll: the newest block seen, and whether a rhythm was trusted then
+    next_poll: float  # when the clock would poll after the last block
+
+    def trusted_from(self, first: int) -> int | None:
+        """The first block from `first` on after which a rhythm was trusted to the end."""
+        since = None
+        for newest, trusted in self.trusted:
+            if not trusted:
+                since = None
+            elif since is None and newest >= first:
+                since = newest
+        return since
 
     def calls_per_block(self, first: int, last: int | None = None) -> float:
         """Polls from when block `first` could be seen until `last` (default the newest), per block."""
@@ -44,6 +68,7 @@ class Replay:
 def replay(blocks: list[Block], poll_interval: float = POLL, ceiling: float = CEILING) -> Replay:
     clock = BlockClock(poll_interval, ceiling)
     now, newest, polls, late, longest = blocks[0][0], -1, [], [0.0] * len(blocks), 0.0
+    trusted = []
     while newest < len(blocks) - 1:
         polls.append(now)
         head = newest
@@ -54,10 +79,11 @@ def replay(blocks: list[Block], poll_interval: float = POLL, ceiling: float = CE
         for number in range(newest + 1, head + 1):
             late[number] = now - blocks[number][0]
         newest = head
+        trusted.append((newest, clock.trusted))
         wait = clock.wait(now)
         longest = max(longest, wait)
         now += wait
-    return Replay(blocks, polls, late, longest)
+    return Replay(blocks, polls, late, longest, clock, trusted, now)
 
 
 def steady(count: int, block_time: float = 1.0, delay: float = 0.3, jitter: float = 0.05, *, missing: float = 0.0,
@@ -229,3 +255,144 @@ def test_the_rhythm_is_trusted_at_the_sixth_precise_poll_that_bears_it_out() -> 
             trusted_at = number
     assert trusted_at == 3 + 6 - 1  # the block time known at block 3, borne out by blocks 3 to 8
 
+
+
+# -------------------------------------------------------------------- chains that have lived: the rhythm relearnt
+
+def _lived(block_time: float, timestamp_step: int, steady_blocks: int = 60) -> list[Block]:
+    """A dev chain's day: a scenario at human pauses with the clock moved a day forward three
+    times, then a burst of 40 blocks (20 a second, each timestamp a second after the last), then
+    steady blocks every `block_time` seconds whose timestamps step `timestamp_step` (a script's
+    `anvil_mine` with a timestamp interval, each tick of the wall clock: timestamps that run ahead
+    of this machine's clock by more each block)."""
+    blocks = automine([1.2, 0.8, 2.5, 3.1, 5.0, 1.4, 0.9, 2.2, 8.0, 1.1], moved={2: 1, 5: 1, 8: 1})
+    seen, timestamp = blocks[-1][0] + 3.0, blocks[-1][1]
+    for _ in range(40):
+        seen, timestamp = seen + 0.05, timestamp + 1
+        blocks.append((seen, timestamp))
+    rng = random.Random(4)
+    for _ in range(steady_blocks):
+        seen, timestamp = seen + block_time, timestamp + timestamp_step
+        blocks.append((seen + 0.03 + rng.uniform(0, 0.05), timestamp))
+    return blocks
+
+
+@pytest.mark.parametrize(("block_time", "timestamp_step"), [
+    pytest.param(1.0, 2, id="a-block-a-second-stamped-two-seconds-apart"),
+    pytest.param(12.0, 24, id="a-block-every-12s-stamped-24s-apart"),
+    pytest.param(1.0, 1, id="a-block-a-second-after-the-burst"),
+    pytest.param(2.0, 1, id="a-block-every-2s-stamped-a-second-apart"),
+])
+def test_after_a_scenario_and_a_burst_the_rhythm_is_relearnt_within_ten_blocks_and_costs_a_call_a_block(
+        block_time: float, timestamp_step: int) -> None:
+    """Measured before: 3.5 calls a block over the 30 blocks after 20 steady ones, never trusting
+    the rhythm again (the timestamps ran ahead of the arrivals by a second more each block)."""
+    blocks = _lived(block_time, timestamp_step)
+    first_steady = len(blocks) - 60
+    run = replay(blocks)
+    trusted = run.trusted_from(first_steady)
+    assert trusted is not None and trusted - first_steady <= 10
+    assert run.calls_per_block(len(blocks) - 31) <= 1.2
+    assert run.late_quantile(0.9, len(blocks) - 30) <= max(0.3, POLL)
+
+
+@pytest.mark.parametrize("offset", [pytest.param(40, id="forty-seconds-ahead"),
+                                    pytest.param(-3 * DAY, id="three-days-behind")])
+def test_a_constant_offset_of_the_chains_clock_after_a_burst_keeps_the_steady_targets(offset: int) -> None:
+    blocks = _lived(1.0, 1)
+    blocks = blocks[:-60] + [(seen, timestamp + offset) for seen, timestamp in blocks[-60:]]
+    run = replay(blocks)
+    assert run.calls_per_block(len(blocks) - 31) <= 1.2
+    assert run.late_quantile(0.9, len(blocks) - 30) <= 0.25
+
+
+def test_an_automine_chain_whose_pauses_fit_no_period_is_not_paced_by_its_arrivals() -> None:
+    """The arrivals' rhythm needs RUN blocks whose timestamps step evenly and whose arrivals fit
+    one period: a developer's transactions at human pauses never do."""
+    clock = BlockClock(DEV_POLL, CEILING)
+    for number, (seen, timestamp) in enumerate(automine(_random_pauses(30))):
+        clock.polled(number, timestamp, seen)
+        assert not clock.paced and clock.wait(seen) == DEV_POLL
+
+
+def _trusted_clock() -> tuple[BlockClock, float]:
+    """A clock that trusts a 1 s chain's rhythm (block 39 the newest, block 40 seen a second after
+    it); and when it polls next, for block 40."""
+    blocks = steady(40, delay=0.3, jitter=0.0)
+    run = replay(blocks)
+    assert run.clock.trusted and blocks[-1][0] + 0.9 < run.next_poll < blocks[-1][0] + 1.3
+    return run.clock, run.next_poll
+
+
+def test_a_lagging_backends_lower_head_for_a_due_block_costs_a_retry_at_the_step_and_keeps_the_rhythm() -> None:
+    clock, due = _trusted_clock()
+    assert not clock.polled(36, 1_000_036, due)  # the backend 3 blocks behind
+    assert clock.trusted and clock.wait(due) == clock.step
+    assert clock.polled(40, 1_000_040, due + clock.step)
+    assert clock.trusted
+
+
+def test_a_block_the_node_lacked_is_asked_for_again_at_the_step_and_the_next_poll_waits_for_the_next_block() -> None:
+    """Before: the retry that found the block counted as a poll too early for the next one, and
+    the schedule asked every step until it came (eight calls a block on a 1 s chain)."""
+    clock, due = _trusted_clock()
+    assert clock.polled(40, 1_000_040, due)
+    clock.asked_again()  # its logs came from the backend behind
+    assert clock.wait(due + 0.05) == clock.step
+    retried = due + 0.05 + clock.step
+    assert not clock.polled(40, 1_000_040, retried)  # the same head: the block indexed now
+    assert clock.trusted
+    assert clock.wait(retried) > 0.5  # until the next block is due, not every step
+
+
+def test_the_trusted_rhythm_and_since_when_are_kept_for_health() -> None:
+    clock = BlockClock(POLL, CEILING)
+    assert (clock.rhythm, clock.trusted_since) == (None, None)
+    trusted, _ = _trusted_clock()
+    assert trusted.rhythm == 1.0 and trusted.trusted_since is not None
+    paced = BlockClock(POLL, CEILING)
+    for number, (seen, timestamp) in enumerate(_lived(1.0, 2)):
+        paced.polled(number, timestamp, seen + 0.05)
+    assert paced.paced and paced.rhythm is not None and abs(paced.rhythm - 1.0) < 0.02
+    assert paced.trusted_since is not None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_run_indexer_after_a_scenario_and_a_burst_on_anvil_relearns_the_rhythm_and_costs_a_call_a_block(
+        chain: Chain) -> None:
+    """The shape of bench/poll_schedule.py's lived-1s row, shortened: run_indexer (the default
+    poll interval) through a node proxy 20 ms away follows a scenario (the clock moved a day
+    forward, a bounty), a burst of 40 blocks, then a block each second mined as a script mines it
+    (`anvil_mine` with a one-second timestamp step: timestamps two seconds apart). Over the last
+    12 of 24 steady blocks: about a call a block (3.5 before), and /health's rhythm and the
+    metrics' are a second, trusted since the steady blocks."""
+    port = free_port()
+    with NodeProxy(chain.deployment.rpc_url, NodeLimits(latency=0.02, max_log_blocks=50)) as node:
+        process = start(process_env(chain, BOUNTY_RPC_URL=node.url, BOUNTY_INDEXER_POLL_MS="250",
+                                    BOUNTY_INDEXER_METRICS_PORT=str(port)))
+        try:
+            wait_until(lambda: SyncState.objects.filter(last_indexed_block__isnull=False).exists())
+            increase_time(chain.w3, DAY)
+            post_bounty(chain, "ipfs://a-scenario")
+            for _ in range(40):
+                chain.w3.provider.make_request("anvil_mine", [1, 1])  # type: ignore[arg-type]
+                time.sleep(0.05)
+            started, steady_from = time.monotonic(), time.time()
+            for n in range(24):
+                time.sleep(max(0.0, started + n + 1 - time.monotonic()))
+                if n == 12:
+                    node.reset_stats()
+                chain.w3.provider.make_request("anvil_mine", [1, 1])  # type: ignore[arg-type]
+            calls = node.reset_stats().total_calls
+            head = chain.w3.eth.block_number
+            wait_until(lambda: SyncState.objects.get().last_indexed_block == head)
+            state = SyncState.objects.get()
+            samples = scrape(port)
+        finally:
+            process.send_signal(signal.SIGTERM)
+            output, _ = process.communicate(timeout=30)
+    assert calls / 12 <= 1.35, f"{calls} calls over 12 blocks; the indexer said:\n{output[-4000:]}"
+    assert state.block_rhythm_seconds is not None and abs(state.block_rhythm_seconds - 1.0) < 0.05, output[-4000:]
+    assert state.block_rhythm_since is not None and state.block_rhythm_since.timestamp() > steady_from
+    assert abs(value(samples, "bounty_indexer_block_rhythm_seconds") - 1.0) < 0.05
+    assert value(samples, "bounty_indexer_block_rhythm_trusted_since_seconds") == state.block_rhythm_since.timestamp()

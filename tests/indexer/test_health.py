@@ -21,15 +21,15 @@ def test_a_recent_heartbeat_within_the_lag_threshold_is_running_and_synced() -> 
     now = timezone.now()
     SyncState.objects.filter(deployment=deployment).update(
         last_indexed_block=98, head_block=100, last_heartbeat=now, rpc_calls_per_block=1.04, rpc_calls_per_day=89_856,
-        node_asked_at=now - timedelta(seconds=1)
-    )
+        node_asked_at=now - timedelta(seconds=1), block_rhythm_seconds=1.0004,
+        block_rhythm_since=now - timedelta(minutes=3))
     health = indexer_health(deployment, now=now + timedelta(seconds=5))
     assert health == {
         "enabled": True, "running": True, "synced": True, "start_block": None, "start_block_found": False,
         "last_indexed_block": 98, "head_block": 100,
         "lag_blocks": 0, "confirmations": 2, "confirmations_tag": None, "rate_limited": False,
         "rpc_calls_per_block": 1.04, "rpc_calls_per_day": 89_856, "rpc_calls_by_phase": {},
-        "node_unreachable_since": None,
+        "block_rhythm_seconds": 1.0, "block_rhythm_since": now - timedelta(minutes=3), "node_unreachable_since": None,
         "node_unreachable_seconds": None, "node_last_asked_at": now - timedelta(seconds=1),
         "node_last_asked_seconds": 6, "node_ask_overdue": False, "last_heartbeat": now,
         "indexes": "ready", "backfill": None, "processes": [],
@@ -77,6 +77,24 @@ def test_what_following_costs_is_not_reported_once_the_heartbeat_is_stale() -> N
         rpc_calls_per_day=95_040)
     health = indexer_health(deployment, now=now)
     assert (health["rpc_calls_per_block"], health["rpc_calls_per_day"]) == (None, None)
+
+
+@override_settings(BOUNTY_HEALTH_HEARTBEAT_SECONDS=60)
+@pytest.mark.parametrize(("rhythm", "heartbeat_age", "reported"), [
+    pytest.param(None, 5, False, id="none-trusted"),
+    pytest.param(12.0, 5, True, id="trusted"),
+    pytest.param(12.0, 61, False, id="no-indexer-running"),
+])
+def test_the_block_rhythm_the_running_indexer_trusts_is_reported_with_since_when(
+        rhythm: float | None, heartbeat_age: int, reported: bool) -> None:
+    deployment = make_deployment()
+    now = timezone.now()
+    SyncState.objects.filter(deployment=deployment).update(
+        last_indexed_block=100, head_block=100, last_heartbeat=now - timedelta(seconds=heartbeat_age),
+        block_rhythm_seconds=rhythm, block_rhythm_since=now - timedelta(seconds=90) if rhythm else None)
+    health = indexer_health(deployment, now=now)
+    expected = (12.0, now - timedelta(seconds=90)) if reported else (None, None)
+    assert (health["block_rhythm_seconds"], health["block_rhythm_since"]) == expected
 
 
 @override_settings(BOUNTY_HEALTH_HEARTBEAT_SECONDS=60)

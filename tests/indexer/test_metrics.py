@@ -55,6 +55,9 @@ def test_the_metrics_agree_with_the_chain_and_count_a_reorg(chain: Chain) -> Non
         assert value(samples, "bounty_indexer_is_writer", **deployment) == 1
         assert 0 < value(samples, "bounty_indexer_seconds_since_node_asked", **deployment) <= 2  # read at the scrape
         assert value(samples, "bounty_indexer_max_wait_seconds", **deployment) == 15
+        # An automine chain's blocks keep no rhythm (test_clock.py has one that does).
+        assert value(samples, "bounty_indexer_block_rhythm_seconds", **deployment) == 0
+        assert value(samples, "bounty_indexer_block_rhythm_trusted_since_seconds", **deployment) == 0
         phases = {phase: value(samples, "bounty_indexer_rpc_phase_calls_total", phase=phase, **deployment)
                   for phase in PHASES}
         assert phases["startup"] >= 2 and phases["realtime"] >= 1  # the checks; the polls of the head

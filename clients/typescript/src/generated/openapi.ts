@@ -445,6 +445,16 @@ export interface components {
                 [key: string]: number;
             };
             /**
+             * Format: double
+             * @description the block time (this machine's seconds) the running indexer's polls have borne out: it asks for the head when the next block is due; null while it trusts no rhythm and asks every BOUNTY_INDEXER_POLL_MS (a developer's chain, after a burst, a moved clock or a halt, until about ten blocks bear a rhythm out again)
+             */
+            block_rhythm_seconds: number | null;
+            /**
+             * Format: date-time
+             * @description since when the running indexer trusts that rhythm; null while it trusts none
+             */
+            block_rhythm_since: string | null;
+            /**
              * Format: date-time
              * @description the node has not answered the running indexer since then (it keeps asking, and status is degraded); null while it answers
              */
