@@ -305,6 +305,7 @@ def lived(chain: Chain, workdir: Path, name: str, *, block_time: int, behind_sha
     with NodeProxy(chain.deployment.rpc_url, limits) as node:
         with Service(chain.deployment, workdir, name, node.url) as svc:
             svc.caught_up(chain.w3.eth.block_number)
+            chain.rpc("evm_setAutomine", True)  # a row before ended interval mining, which ends automine too
             sent = []
             for _ in range(3):  # the scenario: records at human pauses, deadlines tried by moving the clock
                 increase_time(chain.w3, DAY)
