@@ -15,9 +15,10 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import httpx
 from django.db import connection
@@ -28,10 +29,38 @@ PROJECT_DIR = Path(__file__).resolve().parent.parent
 DAPHNE = str(Path(sys.executable).parent / "daphne")
 
 
+class Log(threading.Thread):
+    """What a process writes to a pipe, read as it comes. A pipe nobody reads fills at 64 KiB and
+    then blocks the process's next write: a daphne's event loop stops there, every handshake and
+    request with it."""
+
+    def __init__(self, pipe: IO[bytes]) -> None:
+        super().__init__(daemon=True)
+        self.pipe = pipe
+        self.chunks: list[bytes] = []
+        self.start()
+
+    def run(self) -> None:
+        with self.pipe:
+            for chunk in iter(partial(os.read, self.pipe.fileno(), 65_536), b""):
+                self.chunks.append(chunk)
+
+    def text(self, *, ended: bool) -> str:
+        """What was written so far; `ended`: the process has exited, so all of it."""
+        if ended:
+            self.join(timeout=10)
+        return b"".join(self.chunks).decode(errors="replace")
+
+
 @dataclass
 class Server:
     process: subprocess.Popen[bytes]
     port: int
+    stderr: Log
+
+    def log(self) -> str:
+        """What the server has written to stderr (its log): all of it once it has stopped."""
+        return self.stderr.text(ended=self.process.poll() is not None)
 
     def url(self, query: str = "") -> str:
         return f"ws://127.0.0.1:{self.port}/ws/events{query}"
@@ -61,13 +90,15 @@ def serve_command(command: list[str], port: int, env: dict[str, str],
     given), and waits until it does."""
     process = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                preexec_fn=preexec)
+    assert process.stderr is not None
+    server = Server(process, port, Log(process.stderr))
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise AssertionError(f"daphne exited: {process.stderr.read().decode() if process.stderr else ''}")
+            raise AssertionError(f"daphne exited: {server.log()}")
         try:
             socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return Server(process, port)
+            return server
         except OSError:
             time.sleep(0.05)
     raise AssertionError("daphne did not start listening")

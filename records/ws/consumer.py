@@ -10,7 +10,6 @@ counts against the limits.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from typing import Any
@@ -88,8 +87,10 @@ class EventsConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]
                                "duration_ms": duration_ms, "client": self.client})
         if self.stream is not None:
             self.stream.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self.stream
+            # Waited for, not awaited: how it ended was dealt with when it did (_stream_failed). A
+            # refusal raised again here would end the application with a traceback that daphne logs
+            # as an error, for every snapshot that found no slot (1013) or was taken too slowly (1008).
+            await asyncio.wait([self.stream])
 
     async def _refuse_too_often(self, retry_after: int) -> None:
         """The handshake answered 429 with Retry-After, as an HTTP request past the rate limit is;

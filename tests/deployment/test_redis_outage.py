@@ -146,7 +146,7 @@ def test_reads_the_websocket_and_the_indexer_ride_through_redis_stopping_and_fre
         indexer.send_signal(signal.SIGTERM)
         output, _ = indexer.communicate(timeout=30)
         stop(server.process)
-    server_log = server.process.stderr.read().decode() if server.process.stderr else ""
+    server_log = server.log()
 
     assert told["status"] == "degraded"
     assert told["redis"]["unreachable_since"] and told["redis"]["unreachable_seconds"] is not None

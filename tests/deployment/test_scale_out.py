@@ -165,8 +165,7 @@ def test_two_web_processes_and_a_standby_indexer_work_as_one_service(chain: Chai
     # JSON logs from every process: one object per line.
     for server in (web_a, web_b):
         stop(server.process)
-        assert server.process.stderr is not None
-        lines = server.process.stderr.read().decode().splitlines()
+        lines = server.log().splitlines()
         assert lines and all(json.loads(line)["level"] for line in lines)
         assert any(json.loads(line).get("route") == "/bounties" for line in lines)
     stop(standby.process)
