@@ -17,7 +17,7 @@ import itertools
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from typing import cast
 
 import orjson
@@ -73,20 +73,24 @@ class SnapshotDeadline:
 
 class SnapshotReader:
     """Every record of the active deployment as snapshot messages, and the seq they are current
-    at, from one consistent read. All its methods run in one dedicated thread (the transaction
-    belongs to that thread's database connection). The transaction ends by the deadline of what
-    has been read, even if the thread or process gets stuck (records.snapshot.end_snapshot_within):
-    the client's deadline is never later, since it has been sent no more than was read."""
+    at, from one consistent read. All its methods run in one thread, the snapshot's own while it
+    holds its slot (the transaction belongs to that thread's database connection). The
+    transaction ends by the deadline of what has been read, even if the thread or process gets
+    stuck (records.snapshot.end_snapshot_within): the client's deadline is never later, since it
+    has been sent no more than was read."""
 
     def __init__(self, deadline: SnapshotDeadline) -> None:
         self.last_seq = 0
         self.deadline = deadline
         self.read_bytes = 0
+        self.closed = False
         self._messages: Iterator[bytes] = iter(())
         self._snapshot = ExitStack()  # the read transaction, from open() to close()
         self._counts = cast(SnapshotCounts, dict.fromkeys((kind.resource for kind in KINDS), 0))
 
-    def open(self) -> None:
+    def open(self, framed: bool) -> list[tuple[MessageBatch, int]]:
+        """Opens the read transaction and returns the first chunk (`next_chunk`), so that a small
+        snapshot is read, and closed, in one call."""
         self._snapshot.enter_context(read_snapshot())
         self._end_by_deadline()
         deployment = active_deployment()
@@ -94,6 +98,7 @@ class SnapshotReader:
             self.last_seq = last_seq(deployment.pk)
             self._messages = itertools.chain.from_iterable(self._kind(deployment, kind) for kind in KINDS)
         self._messages = itertools.chain(self._messages, self._complete())
+        return self.next_chunk(framed)
 
     def _end_by_deadline(self) -> None:
         end_snapshot_within(self.deadline.at(self.read_bytes) - time.monotonic())
@@ -112,19 +117,25 @@ class SnapshotReader:
 
     def next_chunk(self, framed: bool) -> list[tuple[MessageBatch, int]]:
         """The next SNAPSHOT_CHUNK messages (`framed`: their frames made too) in pieces of about
-        SNAPSHOT_PIECE_BYTES, each with its size in bytes; empty at the end."""
+        SNAPSHOT_PIECE_BYTES, each with its size in bytes. The chunk that reaches the end closes the
+        reader (`closed`): a small snapshot needs no call after `open`, each one a wait for a thread
+        and then for the event loop while the snapshot holds its slot."""
         pieces: list[tuple[MessageBatch, int]] = []
         texts: list[bytes] = []
         size = 0
+        count = 0
         for text in itertools.islice(self._messages, SNAPSHOT_CHUNK):
             texts.append(text)
             size += len(text)
+            count += 1
             if size >= SNAPSHOT_PIECE_BYTES:
                 pieces.append(self._piece(texts, framed))
                 texts, size = [], 0
         if texts:
             pieces.append(self._piece(texts, framed))
-        if pieces:
+        if count < SNAPSHOT_CHUNK:
+            self.close()
+        elif pieces:
             self._end_by_deadline()
         return pieces
 
@@ -136,10 +147,17 @@ class SnapshotReader:
         return batch, size
 
     def close(self) -> None:
+        """Ends the read transaction and closes the thread's database connection; `closed` once
+        done (called again: nothing)."""
+        if self.closed:
+            return
         try:
             self._snapshot.close()
         finally:
-            connection.close()
+            try:
+                connection.close()
+            finally:
+                self.closed = True
 
 
 async def stream_snapshot(send: Send, *, framed: bool, address: str) -> int:
@@ -149,14 +167,16 @@ async def stream_snapshot(send: Send, *, framed: bool, address: str) -> int:
     loop = asyncio.get_running_loop()
     async with SnapshotSlot(address):
         deadline = SnapshotDeadline()
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ws-snapshot") as thread:
+        with _reader_threads.one() as thread:
             reader = SnapshotReader(deadline)
             sent = 0
             try:
-                await loop.run_in_executor(thread, reader.open)
-                pending = loop.run_in_executor(thread, reader.next_chunk, framed)
-                while pieces := await pending:
-                    pending = loop.run_in_executor(thread, reader.next_chunk, framed)  # read ahead one chunk
+                pending = loop.run_in_executor(thread, reader.open, framed)
+                while True:
+                    pieces = await pending
+                    end = reader.closed  # by the call that returned: none other is in flight
+                    if not end:
+                        pending = loop.run_in_executor(thread, reader.next_chunk, framed)  # read ahead one chunk
                     for piece, size in pieces:
                         sent += size
                         try:
@@ -164,7 +184,32 @@ async def stream_snapshot(send: Send, *, framed: bool, address: str) -> int:
                                 await send(piece)
                         except TimeoutError:
                             raise deadline.refusal() from None
+                    if end:
+                        break
             finally:
-                # The thread runs one call at a time: the close waits for a read in flight.
-                await asyncio.shield(loop.run_in_executor(thread, reader.close))
+                if not reader.closed:
+                    # The thread runs one call at a time: the close waits for a read in flight.
+                    await asyncio.shield(loop.run_in_executor(thread, reader.close))
     return reader.last_seq + 1
+
+
+class _ReaderThreads:
+    """The process's snapshot threads, kept from one snapshot to the next; a snapshot has one to
+    itself while it holds its slot, so there are never more than the process's snapshot readers.
+    A thread started for each snapshot, and joined after it, held up the event loop each time
+    until the OS had run the thread: on a loaded machine tens of milliseconds a snapshot, every
+    handshake and message of the process waiting meanwhile."""
+
+    def __init__(self) -> None:
+        self._idle: list[ThreadPoolExecutor] = []
+
+    @contextmanager
+    def one(self) -> Iterator[ThreadPoolExecutor]:
+        thread = self._idle.pop() if self._idle else ThreadPoolExecutor(max_workers=1, thread_name_prefix="ws-snapshot")
+        try:
+            yield thread
+        finally:
+            self._idle.append(thread)
+
+
+_reader_threads = _ReaderThreads()
