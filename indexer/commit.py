@@ -95,9 +95,8 @@ class Committer:
     def rhythm_kept(self, seconds: float | None, since: datetime | None) -> None:
         """The block rhythm the poll schedule trusts after a poll, for the metrics now and /health
         with the next write of the sync state."""
-        if (seconds, since) != (self.rhythm, self.rhythm_since):
-            self.metrics.block_rhythm_seconds.set(seconds or 0)
-            self.metrics.block_rhythm_since.set(since.timestamp() if since is not None else 0)
+        self.metrics.block_rhythm_seconds.set(seconds or 0)
+        self.metrics.block_rhythm_since.set(since.timestamp() if since is not None else 0)
         self.rhythm, self.rhythm_since = seconds, since
 
     def count_rpc(self, counts: RpcCounts) -> None:
