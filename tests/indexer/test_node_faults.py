@@ -98,7 +98,9 @@ def test_an_answer_dripped_slowly_times_out_at_the_whole_requests_deadline(
 def test_a_range_whose_answer_is_past_the_byte_cap_is_split_as_a_too_many_results_refusal(
         history: Chain, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="indexer.fetch")
-    limits = NodeLimits(oversized_over=4, oversized_bytes=4 * 1024 * 1024)
+    # padded past what loopback's socket buffers can take in (Linux grows a receive buffer up to
+    # tcp_rmem's 32 MiB): a 4 MiB answer could be written whole before the indexer hung up on it
+    limits = NodeLimits(oversized_over=4, oversized_bytes=64 * 1024 * 1024)
     with through(history, limits, BOUNTY_RPC_MAX_RESPONSE_BYTES=256 * 1024, BOUNTY_LIVE_BLOCKS=0) \
             as (indexer, node), override_settings(BOUNTY_DEFER_INDEXES="never"):  # the ranges read in this process
         run_until_caught_up(indexer, history)
