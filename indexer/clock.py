@@ -24,7 +24,8 @@ arrivals confirm:
   block time is the median of the last STEPS steps only, and the arrivals' run starts again at
   the first block that does not fit;
 - a backend behind the others (a lower head, or a block its head named that it lacks) teaches
-  nothing and drops nothing: the block is asked for again a step later;
+  nothing and drops nothing: the block is asked for again a step later (after a lower head, up
+  to BEHIND_AGAIN times in a row: a node that fell back for good is asked as before);
 - without a trusted rhythm the indexer asks every `poll_interval` (BOUNTY_INDEXER_POLL_MS), and
   a step after a poll whose block the node lacked (the block is there);
   with one, when the next block is due (`BlockClock.wait`). No wait is ever longer than
@@ -48,6 +49,7 @@ STEPS = 7  # the block time is the median of this many recent timestamp steps: a
 RUN = 8  # blocks in a row whose arrivals fit one period before that period is trusted (ArrivalRhythm)
 SLOTS_LATE = 2  # a trusted rhythm's block later than this many block times: the chain halted
 TIMESTAMP_SLACK = 1.0  # seconds: timestamps are whole seconds
+BEHIND_AGAIN = 3  # lower heads in a row asked again a step later (the next request likely meets another backend)
 ARRIVAL_SLACK = 0.1  # seconds, plus a tenth of the time measured: how much later a node may show a block
 
 
@@ -153,6 +155,7 @@ class BlockClock:
         self._missed = 0  # polls since the last block that found nothing new
         self._missed_at = 0.0  # when the last of them was sent (wall-clock seconds)
         self._lacked = False  # the node lacked a block its head named: asked again a step later
+        self._behind = 0  # polls in a row answered with a lower head (a backend behind): asked again a step later
 
     @property
     def trusted(self) -> bool:
@@ -181,7 +184,9 @@ class BlockClock:
         a step later)."""
         last = self._last
         if last is not None and number < last.number:
+            self._behind += 1
             return False
+        self._behind = 0
         lacked, self._lacked = self._lacked, False
         if last is not None and number == last.number:
             self._polled = max(sent, self._polled or sent)
@@ -305,7 +310,7 @@ class BlockClock:
 
     def _wait(self, now: float) -> float:
         last, block_time = self._last, self.rhythm
-        if self._lacked:
+        if self._lacked or 0 < self._behind <= BEHIND_AGAIN:
             return self.step
         if block_time is None or last is None:
             return self.poll_interval

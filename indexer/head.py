@@ -11,6 +11,7 @@ kept from the poll (`latest`) lets the realtime phase and the tip's check go wit
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any, NamedTuple
 
@@ -19,6 +20,8 @@ from indexer.commit import Committer
 from indexer.errors import IndexerError
 from indexer.rpc import UNREACHABLE_AFTER, RpcClient
 from indexer.transitions import chain_time
+
+logger = logging.getLogger(__name__)
 
 IDLE_CHECK_SECONDS = 5.0  # without a new head, how often the indexed tip is compared with the chain
 
@@ -65,12 +68,18 @@ class HeadPoll:
         sent = time.time()
         head, safe = self.head()
         latest, idle = self.latest, False
-        if latest is not None and self.clock.polled(head, int(latest["timestamp"], 16), sent):
+        assert latest is not None  # head() keeps the header it was answered
+        new = self.clock.polled(head, int(latest["timestamp"], 16), sent)
+        if new:
             self._new_head_at = time.monotonic()
         elif time.monotonic() - self._new_head_at >= IDLE_CHECK_SECONDS:
             self._new_head_at = time.monotonic()
             idle = True
         self.committer.rhythm_kept(self.clock.rhythm, self.clock.trusted_since)
+        if logger.isEnabledFor(logging.DEBUG):  # LOG_LEVEL=DEBUG: each poll, to see the schedule at work
+            logger.debug("head %d%s stamped %s, answered %.3f s after the poll was sent; rhythm %s; next poll in "
+                         "%.3f s", head, " (new)" if new else "", int(latest["timestamp"], 16),
+                         time.time() - sent, self.clock.rhythm, self.clock.wait())
         return Polled(head, safe, idle)
 
     def replaced(self, head: int, last: int, tip: str | None) -> bool:

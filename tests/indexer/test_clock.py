@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import pytest
 
 from contracts.devchain import free_port, increase_time
-from indexer.clock import BlockClock
+from indexer.clock import BEHIND_AGAIN, BlockClock
 from indexer.models import SyncState
 from tests.chain import Chain
 from tests.indexer.conftest import post_bounty, process_env
@@ -330,6 +330,20 @@ def test_a_lagging_backends_lower_head_for_a_due_block_costs_a_retry_at_the_step
     assert clock.trusted and clock.wait(due) == clock.step
     assert clock.polled(40, 1_000_040, due + clock.step)
     assert clock.trusted
+
+
+def test_lower_heads_before_a_rhythm_is_trusted_are_asked_again_at_the_step_a_few_times_in_a_row() -> None:
+    blocks = steady(5, delay=0.3, jitter=0.0)
+    clock = replay(blocks).clock
+    assert not clock.trusted and clock.step < POLL  # a block time known, not yet borne out
+    now = blocks[-1][0] + 0.1
+    waits = []
+    for _ in range(BEHIND_AGAIN + 1):
+        assert not clock.polled(1, blocks[1][1], now)  # the backend 3 blocks behind
+        waits.append(clock.wait(now))
+        now += waits[-1]
+    assert waits == [clock.step] * BEHIND_AGAIN + [POLL]  # then as the poll interval says: a node that fell back
+    assert clock.polled(5, blocks[4][1] + 1, now) and clock.wait(now) == POLL
 
 
 def test_a_block_the_node_lacked_is_asked_for_again_at_the_step_and_the_next_poll_waits_for_the_next_block() -> None:

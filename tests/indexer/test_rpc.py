@@ -20,7 +20,15 @@ from typing import Any
 import pytest
 
 import indexer.fetch as fetch_module
-from indexer.errors import IndexerError, RangeTooLarge, RetriesExhausted, RpcError, Stopped, TransientRpcError
+from indexer.errors import (
+    IndexerError,
+    NodeBehind,
+    RangeTooLarge,
+    RetriesExhausted,
+    RpcError,
+    Stopped,
+    TransientRpcError,
+)
 from indexer.fetch import LogFetcher
 from indexer.pacing import Pacer
 from indexer.rpc import Backoff, RpcClient, classify_error
@@ -232,6 +240,22 @@ def test_http_429_waits_as_long_as_retry_after_says(caplog: pytest.LogCaptureFix
     retry_after, backoff = backoff_waits(caplog)
     assert retry_after == 3.0 and waited >= 3.0
     assert 0 <= backoff <= 0.02
+
+
+UNKNOWN_BLOCK = {"code": -32000, "message": "unknown block"}  # a backend that lacks the block asked by hash
+
+
+def test_a_block_the_node_lacks_is_asked_again_after_the_first_steps_wait_each_time(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """The realtime phase's bounded retries (behind_retries): behind a load balancer the next
+    request likely meets another backend, so the wait never grows (grown, the eighth could be
+    1.28 s here)."""
+    script = Script(lambda request: answer_each(request, lambda call: {"error": UNKNOWN_BLOCK}))
+    with local_server(script) as url, pytest.raises(NodeBehind, match="unknown block"):
+        client(url).call("eth_getLogs", [{"blockHash": "0x" + "ab" * 32}], behind_retries=8)
+    waits = backoff_waits(caplog)
+    assert len(script.requests) == 9 and len(waits) == 8
+    assert all(0 <= wait <= 0.01 for wait in waits), waits
 
 
 def test_another_http_status_fails_at_once() -> None:
