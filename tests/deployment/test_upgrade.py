@@ -58,21 +58,20 @@ def upgrade_database(tmp_path: Path, worker_id: str) -> Iterator[str]:
 
 
 class Watch(threading.Thread):
-    """Asks a web process for the bounties every 50 ms until stopped, as a client of its own
-    (203.0.113.7 through the trusted proxy); keeps every answer's status. A client of its own: one
-    address reads one unpaged list at a time (BOUNTY_HTTP_MAX_STREAMS_PER_CLIENT), and the test's
-    own reads of the list would at times overlap the watch's and be refused 429."""
+    """Asks a web process for the bounties every 50 ms until stopped; keeps every answer's status.
+    It is a client of its own (203.0.113.7 through the trusted proxy): one address reads one
+    unpaged list at a time (BOUNTY_HTTP_MAX_STREAMS_PER_CLIENT), so the test's own reads of the
+    list would at times overlap the watch's and be refused 429."""
 
     def __init__(self, server: Server) -> None:
         super().__init__(daemon=True)
-        self.server, self.statuses, self.stopped = server, list[int](), threading.Event()
+        self.request = urllib.request.Request(server.http("/bounties"), headers={"X-Forwarded-For": "203.0.113.7"})
+        self.statuses, self.stopped = list[int](), threading.Event()
 
     def run(self) -> None:
         while not self.stopped.wait(0.05):
             try:
-                request = urllib.request.Request(self.server.http("/bounties"),
-                                                 headers={"X-Forwarded-For": "203.0.113.7"})
-                with urllib.request.urlopen(request, timeout=10) as response:
+                with urllib.request.urlopen(self.request, timeout=10) as response:
                     self.statuses.append(response.status)
             except urllib.error.HTTPError as error:
                 self.statuses.append(error.code)
