@@ -1,4 +1,5 @@
-"""The change log: its rows as the indexer writes them, and pruning (entries older than the
+"""The change log: its rows as the indexer writes them (numbered, and chained by digest so that
+positions name their history: records.history), and pruning (entries older than the
 retention go, oldest first).
 
 The websocket serves the change log to clients that resume with `?since=` (docs/api.md,
@@ -10,27 +11,48 @@ never wait long behind a prune.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import orjson
 from django.db import transaction
 from django.utils import timezone
 
 from indexer.models import ChangeLogEntry, SyncState
 from indexer.store import Message, RecordStore
+from records.changes import MessageType
+from records.history import genesis_digest, next_digest
 from records.models import Deployment
 
 BATCH = 10_000
-CHANGE_COLUMNS = ("deployment_id", "seq", "type", "payload", "block_number", "created_at")
+CHANGE_COLUMNS = ("deployment_id", "seq", "type", "payload", "block_number", "created_at", "digest")
 
 
-def change_rows(deployment: Deployment, last_seq: int, store: RecordStore,
-                messages: list[Message]) -> list[tuple[Any, ...]]:
-    """Change-log rows of these messages in the order of CHANGE_COLUMNS, numbered after `last_seq`."""
+Change = tuple[MessageType, Any, int]  # a change-log entry to write: its type, payload and block
+
+
+def message_changes(store: RecordStore, messages: Iterable[Message]) -> list[Change]:
+    """The entries of a batch's messages, each with its record as it was right after it."""
+    return [(message.type, store.payload(message), message.block_number) for message in messages]
+
+
+def advance_change_log(deployment: Deployment, state: SyncState,
+                       changes: Iterable[Change]) -> list[tuple[Any, ...]]:
+    """Change-log rows (in the order of CHANGE_COLUMNS) of `changes` (type, payload, block
+    number), numbered after `state.last_seq`, each with its digest chained on the one before
+    (records.history); `state`, the locked sync state, is advanced to the last of them."""
     now = timezone.now()
-    return [(deployment.pk, seq, message.type, store.payload(message), message.block_number, now)
-            for seq, message in enumerate(messages, start=last_seq + 1)]
+    digest = state.last_digest or genesis_digest(deployment.chain_id, deployment.contract_address)
+    rows: list[tuple[Any, ...]] = []
+    for seq, (type_, payload, block_number) in enumerate(changes, start=state.last_seq + 1):
+        text = orjson.dumps(payload)  # written as it is hashed
+        digest = next_digest(digest, seq, type_, block_number, text)
+        rows.append((deployment.pk, seq, type_, orjson.Fragment(text), block_number, now, digest))
+    if rows:
+        state.last_seq, state.last_digest = rows[-1][1], digest
+    return rows
 
 
 @dataclass(frozen=True)

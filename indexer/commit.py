@@ -26,7 +26,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from indexer.bulk import ConvertedRows, RowStream, batch_session, json_text
-from indexer.changelog import CHANGE_COLUMNS, change_rows
+from indexer.changelog import CHANGE_COLUMNS, advance_change_log, message_changes
 from indexer.config import IndexerConfig
 from indexer.errors import IndexerError
 from indexer.fetch import Batch
@@ -192,12 +192,12 @@ class Committer:
         # The records first: the database indexes them while the payloads are rendered.
         with RowStream() as stream:
             prepared.writes.write(stream)
-            entries = change_rows(deployment, locked.last_seq, store, messages) if store is not None else []
+            changes = message_changes(store, messages) if store is not None else []
             if locked.bulk_from_block is not None and batch.final:  # the bulk backfill is over: clients need
-                entries.append((deployment.pk, locked.last_seq + 1, MessageType.RESYNC,  # a new snapshot
-                                {"from_block": locked.bulk_from_block, "to_block": batch.to}, batch.to,
-                                timezone.now()))
+                changes.append((MessageType.RESYNC,  # a new snapshot
+                                {"from_block": locked.bulk_from_block, "to_block": batch.to}, batch.to))
                 locked.bulk_from_block = None
+            entries = advance_change_log(deployment, locked, changes)
             stream.insert(ChangeLogEntry, CHANGE_COLUMNS, entries)
             stream.insert(AppliedLog, _LEDGER_COLUMNS, prepared.ledger)
             stream.insert(IndexedBlock, _BLOCK_COLUMNS, [(deployment.pk, number, header["hash"], prepared.times[number])
@@ -218,7 +218,6 @@ class Committer:
         locked.last_indexed_block = batch.to
         locked.rpc_calls_per_block, locked.rpc_calls_per_day = self.calls.per_block, self.calls.per_day
         locked.block_rhythm_seconds, locked.block_rhythm_since = self.rhythm, self.rhythm_since
-        locked.last_seq += len(entries)
         locked.head_block = batch.head
         locked.safe_block = batch.safe
         locked.rate_limited_at = self.rate_limited_at

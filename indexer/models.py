@@ -31,6 +31,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from records.changes import MessageType
 from records.dialect import dialect
 from records.fields import Bytes32Field
+from records.history import DIGEST_HEX
 from records.models import Deployment
 
 
@@ -64,6 +65,8 @@ class SyncState(models.Model):
         null=True, blank=True, help_text="the contract's deployment block found on the chain (no BOUNTY_START_BLOCK)"
     )
     last_seq = models.PositiveBigIntegerField(default=0, help_text="seq of the newest change log entry")
+    last_digest = models.CharField(max_length=DIGEST_HEX, blank=True, db_default="",
+                                   help_text="chained digest of the newest change log entry (records.history)")
     head_block = models.PositiveBigIntegerField(null=True, blank=True, help_text="chain head at the last poll")
     safe_block = models.PositiveBigIntegerField(
         null=True, blank=True, help_text="the newest block deep enough to index at the last poll"
@@ -178,6 +181,8 @@ class ChangeLogEntry(models.Model):
     payload = JSONDocumentField(help_text="the record as the API serializes it")
     block_number = models.PositiveBigIntegerField()
     created_at = models.DateTimeField(auto_now_add=True)
+    # Chained over the entries before it (records.history); empty on entries written before digests.
+    digest = models.CharField(max_length=DIGEST_HEX, blank=True, db_default="")
 
     class Meta:
         verbose_name_plural = "change log entries"

@@ -17,7 +17,7 @@ import logging
 from django.db import transaction
 
 from indexer.bulk import insert_rows
-from indexer.changelog import CHANGE_COLUMNS, change_rows
+from indexer.changelog import CHANGE_COLUMNS, advance_change_log, message_changes
 from indexer.errors import NodeBehind, ReorgTooDeep
 from indexer.metrics import IndexerMetrics
 from indexer.models import AppliedLog, ChangeLogEntry, IndexedBlock, SyncState
@@ -99,10 +99,10 @@ class Reorganisations:
         store.save()
         AppliedLog.objects.filter(pk__in=[log.pk for log in orphaned]).delete()
         IndexedBlock.objects.filter(deployment=deployment, number__gt=ancestor).delete()
-        insert_rows(ChangeLogEntry, CHANGE_COLUMNS, change_rows(deployment, state.last_seq, store, messages))
+        entries = advance_change_log(deployment, state, message_changes(store, messages))
+        insert_rows(ChangeLogEntry, CHANGE_COLUMNS, entries)
         if messages:  # wake the websocket feeds of every server process once this commits
             transaction.on_commit(notify_changes)
-        state.last_seq += len(messages)
         state.last_indexed_block = ancestor if ancestor >= self.start_block else None
         if state.reread_block is not None and state.reread_block > ancestor:
             state.reread_block = state.last_indexed_block

@@ -17,11 +17,12 @@ from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
 
 from django.conf import settings
 from django.db import connection
-from django.db.models import Count, F, IntegerField, Min, OuterRef, Prefetch, Q, QuerySet, Subquery
+from django.db.models import Count, F, IntegerField, OuterRef, Prefetch, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 
 from indexer.models import ChangeLogEntry, SyncState
 from records.chronology import AnyOf, EpochMicroseconds
+from records.history import Position, genesis_digest
 from records.kinds import BOUNTY, DISPUTE, SUBMISSION, Kind, RecordKind, registry
 from records.merged_order import Key, page_elements
 from records.models import Bounty, Deployment, Dispute, DisputeReviewQueue, ModeratorNote, Submission
@@ -117,13 +118,15 @@ def data_version(deployments: DeploymentFilter | Deployment | None = None) -> st
     """A token that changes whenever the records of the given deployments change.
 
     Every indexer commit that changes records advances its deployment's change-log `last_seq`
-    in the same transaction, so the sequence numbers version everything the API serves; but a
+    in the same transaction, so the sequence numbers version everything the API serves, with the
+    digest of the changes up to them (records.history), which tells apart two histories that
+    number their changes alike (a restored backup, a promoted standby, a re-index); but a
     bulk backfill writes no entries until it has caught up, so meanwhile its last indexed block
     versions it too. Every request reads it first, so it is one short statement, spared the
     ORM's building."""
     quote = connection.ops.quote_name
     sync, deployment = quote(SyncState._meta.db_table), quote(Deployment._meta.db_table)
-    sql = (f"SELECT s.deployment_id, s.last_seq, CASE WHEN s.bulk_from_block IS NULL THEN NULL "
+    sql = (f"SELECT s.deployment_id, s.last_seq, s.last_digest, CASE WHEN s.bulk_from_block IS NULL THEN NULL "
            f"ELSE s.last_indexed_block END FROM {sync} s")
     conditions: list[str] = []
     params: list[Any] = []
@@ -141,7 +144,8 @@ def data_version(deployments: DeploymentFilter | Deployment | None = None) -> st
         sql += " WHERE " + " AND ".join(conditions)
     with connection.cursor() as cursor:
         cursor.execute(sql + " ORDER BY s.deployment_id", params)
-        return ",".join(f"{pk}:{seq}" if bulk is None else f"{pk}:{seq}+{bulk}" for pk, seq, bulk in cursor.fetchall())
+        return ",".join(f"{pk}:{seq}.{digest}" if bulk is None else f"{pk}:{seq}.{digest}+{bulk}"
+                        for pk, seq, digest, bulk in cursor.fetchall())
 
 
 def deployment_ids(deployments: DeploymentFilter) -> list[int]:
@@ -487,11 +491,17 @@ def dispute_overview(deployment: Deployment, dispute_id: int) -> Overview[Disput
 
 
 class Change(NamedTuple):
-    """A change-log entry as the websocket sends it (records.changes.MessageType)."""
+    """A change-log entry as the websocket sends it (records.changes.MessageType), with the
+    position after it (records.history)."""
 
     seq: int
     type: str
     payload: JsonRecord
+    digest: str
+
+    @property
+    def position(self) -> Position:
+        return Position(self.seq, self.digest)
 
 
 def active_deployment_id() -> int | None:
@@ -499,21 +509,43 @@ def active_deployment_id() -> int | None:
     return deployment.pk if deployment is not None else None
 
 
-def last_seq(deployment_id: int) -> int:
-    """The seq of the deployment's newest change (0 before the first)."""
-    return SyncState.objects.filter(deployment_id=deployment_id).values_list("last_seq", flat=True).first() or 0
+def genesis_position(deployment_id: int) -> Position:
+    """The position before the deployment's first change."""
+    chain_id, contract_address = Deployment.objects.values_list("chain_id", "contract_address").get(pk=deployment_id)
+    return Position(0, genesis_digest(chain_id, contract_address))
 
 
-def oldest_seq(deployment_id: int) -> int | None:
-    """The oldest seq the change log still holds (indexer.changelog prunes it), None when empty."""
-    oldest: int | None = ChangeLogEntry.objects.filter(deployment_id=deployment_id).aggregate(v=Min("seq"))["v"]
-    return oldest
+def head_position(deployment_id: int) -> Position:
+    """The position after the deployment's newest change (its genesis before the first). Its
+    digest is empty when that change was written before digests were (one no client can resume
+    from: records.history)."""
+    row = (SyncState.objects.filter(deployment_id=deployment_id)
+           .values_list("last_seq", "last_digest", "deployment__chain_id", "deployment__contract_address").first())
+    if row is None:  # not indexed yet
+        return genesis_position(deployment_id)
+    seq, digest, chain_id, contract_address = row
+    return Position(seq, digest) if seq else Position(0, genesis_digest(chain_id, contract_address))
+
+
+def changes_after(deployment_id: int, after: Position, last: int, limit: int) -> list[Change] | None:
+    """The entries after `after` through seq `last`, in order, at most `limit` of them; None when
+    this history cannot vouch for `after`: the entry at its seq has another digest (a position of
+    another history), or is no longer held (pruned), or the position is past the newest change."""
+    rows = [Change(*row) for row in
+            ChangeLogEntry.objects.filter(deployment_id=deployment_id, seq__gte=after.seq, seq__lte=last)
+            .order_by("seq").values_list("seq", "type", "payload", "digest")[:limit + 1]]
+    if rows and rows[0].seq == after.seq:
+        return rows[1:] if rows[0].digest == after.digest else None
+    if after.seq == 0 and rows and rows[0].seq == 1:  # the genesis, while the first change is held
+        return rows[:limit] if after == genesis_position(deployment_id) else None
+    # No entry at its seq: the newest change when every entry is pruned, or one no longer held.
+    return [] if not rows and after == head_position(deployment_id) else None
 
 
 def changes_between(deployment_id: int, first: int, last: int, limit: int) -> list[Change]:
     """The entries of seqs first..last, in order, at most `limit` of them."""
     rows = (ChangeLogEntry.objects.filter(deployment_id=deployment_id, seq__gte=first, seq__lte=last)
-            .order_by("seq").values_list("seq", "type", "payload")[:limit])
+            .order_by("seq").values_list("seq", "type", "payload", "digest")[:limit])
     return [Change(*row) for row in rows]
 
 

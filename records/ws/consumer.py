@@ -131,9 +131,8 @@ class EventsConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]
             logger.error("websocket stream failed", exc_info=error)
             self._closing = asyncio.ensure_future(self.close(code=INTERNAL_ERROR))
 
-    def _since(self) -> int | None:
+    def _since(self) -> str | None:
+        """The position the client resumes from (records.history), as it sent it: one the service
+        cannot vouch for, or none it hands out, gets a snapshot."""
         values = parse_qs(self.scope.get("query_string", b"").decode("latin1")).get("since")
-        try:
-            return int(values[0]) if values else None
-        except ValueError:
-            return None
+        return values[0] if values else None

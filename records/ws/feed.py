@@ -9,6 +9,10 @@ BOUNTY_WS_POLL_MS besides, which alone carries the embedded default (SQLite, no 
 in-memory layer cannot reach another process, and every feed while Redis cannot be reached: the
 log is read by seq either way, so an outage of Redis costs no message and reorders none.
 
+Every read goes on from the position of the last change read (records.history), and only while
+the change log still vouches for it: a process whose database was restored, promoted or replaced
+under it closes its clients (HistoryChanged) instead of streaming another history's changes on.
+
 A client joins the feed at the seq after its snapshot (or after `since`): it reads the seqs it
 misses from the database, the last stretch under the feed's lock, so no seq is lost or delivered
 twice. A `resync` entry (a bulk backfill changed records without an entry per change) reaches its
@@ -27,8 +31,16 @@ from django.conf import settings
 
 from bountysite.redis_reach import FAILURES, REDIS, RETRY_SECONDS
 from records.changes import CHANGES_GROUP, MessageType
+from records.history import Position
 from records.metrics import WS_MESSAGES, WS_SLOWEST_QUEUE
-from records.selectors import active_deployment_id, changes_between, last_seq, oldest_seq
+from records.selectors import (
+    Change,
+    active_deployment_id,
+    changes_after,
+    changes_between,
+    genesis_position,
+    head_position,
+)
 from records.ws.messages import LiveMessage, MessageBatch, encode, text_frame
 from records.ws.outbox import Outbox, Send
 
@@ -50,11 +62,23 @@ class ChangesGone(Exception):
         self.first = first
 
 
+class HistoryChanged(ChangesGone):
+    """The change log no longer continues the history the feed was reading: the database was
+    restored from a backup, a standby promoted, or another database put in its place. Its clients
+    are closed (1011) and, reconnecting with their position, get a snapshot where the histories
+    part."""
+
+    def __init__(self, position: Position) -> None:
+        Exception.__init__(self, f"the change log no longer holds the history of position {position}")
+        self.first = position.seq + 1
+
+
 class Changes(list[tuple[int, bytes, bytes]]):
     """(seq, message text, its frame) of consecutive live messages, ending at the first `resync`
     among them. The frames are made with the texts, in the database thread, off the event loop."""
 
     resync: bool = False
+    last: Position | None = None  # the position after the last of them
 
     def batch(self) -> MessageBatch:
         return MessageBatch([text for _, text, _ in self], b"".join(frame for _, _, frame in self))
@@ -66,30 +90,40 @@ def read_changes(deployment_id: int, first: int, last: int) -> Changes:
     rows = changes_between(deployment_id, first, last, READ_CHUNK)
     if rows and rows[0].seq != first:
         raise ChangesGone(first)
+    return _messages(rows)
+
+
+def read_after(deployment_id: int, after: Position) -> Changes:
+    """The live messages after `after` (at most READ_CHUNK of them), in order, through the first
+    `resync`. HistoryChanged if this change log cannot vouch for `after`."""
+    rows = changes_after(deployment_id, after, 2**63 - 1, READ_CHUNK)
+    if rows is None:
+        raise HistoryChanged(after)
+    return _messages(rows)
+
+
+def _messages(rows: list[Change]) -> Changes:
     changes = Changes()
-    for seq, kind, payload in rows:
-        text = encode(LiveMessage(type=cast(MessageType, kind), payload=payload, seq=seq))
-        changes.append((seq, text, text_frame(text)))
-        if kind == MessageType.RESYNC:
+    for row in rows:
+        text = encode(LiveMessage(type=cast(MessageType, row.type), payload=row.payload, seq=row.seq,
+                                  position=str(row.position)))
+        changes.append((row.seq, text, text_frame(text)))
+        if row.type == MessageType.RESYNC:
             changes.resync = True
             break
+    changes.last = rows[len(changes) - 1].position if changes else None
     return changes
 
 
-def resume_point(since: int) -> int | None:
-    """The first seq to send a client that saw every change up to `since`, when the change log
-    still holds all those after it; None when it needs a snapshot instead."""
+def resume_point(since: str) -> int | None:
+    """The first seq to send a client whose last position is `since`, when this history holds
+    that position (records.history) and every change after it; None when it needs a snapshot
+    instead (a position of another history, pruned, or no position the service hands out)."""
+    position = Position.parse(since)
     deployment_id = active_deployment_id()
-    if deployment_id is None or since < 0:
+    if position is None or deployment_id is None:
         return None
-    last = last_seq(deployment_id)
-    if since > last:
-        return None
-    if since < last:
-        oldest = oldest_seq(deployment_id)
-        if oldest is None or oldest > since + 1:
-            return None
-    return since + 1
+    return position.seq + 1 if changes_after(deployment_id, position, position.seq, 0) is not None else None
 
 
 class LiveFeed:
@@ -97,7 +131,7 @@ class LiveFeed:
 
     def __init__(self) -> None:
         self.deployment_id: int | None = None
-        self.cursor = 0  # the newest seq fanned out
+        self.cursor: Position | None = None  # the position of the newest change fanned out
         self.subscribers: set[Outbox] = set()
         self.lock = asyncio.Lock()
         self._wake = asyncio.Event()
@@ -117,12 +151,12 @@ class LiveFeed:
             async with self.lock:
                 if self.deployment_id is None:
                     await self._resolve()
-                if self.deployment_id is None or outbox.next_seq > self.cursor:
+                if self.deployment_id is None or self.cursor is None or outbox.next_seq > self.cursor.seq:
                     self.subscribers.add(outbox)
                     return
-                if self.cursor - outbox.next_seq < min(READ_CHUNK, outbox.bound):
+                if self.cursor.seq - outbox.next_seq < min(READ_CHUNK, outbox.bound):
                     rows = await database_sync_to_async(read_changes)(self.deployment_id, outbox.next_seq,
-                                                                      self.cursor)
+                                                                      self.cursor.seq)
                     if not rows:  # seqs up to the cursor were there when the feed read them
                         raise ChangesGone(outbox.next_seq)
                     outbox.put(rows[0][0], rows.batch())
@@ -131,7 +165,7 @@ class LiveFeed:
                     else:
                         self.subscribers.add(outbox)
                     return
-                deployment_id, last = self.deployment_id, self.cursor
+                deployment_id, last = self.deployment_id, self.cursor.seq
             rows = await database_sync_to_async(read_changes)(deployment_id, outbox.next_seq, last)
             if not rows:  # seqs up to `last` were there when the feed read them
                 raise ChangesGone(outbox.next_seq)
@@ -148,7 +182,8 @@ class LiveFeed:
         self.deployment_id = await database_sync_to_async(active_deployment_id)()
         if self.deployment_id is not None:
             # Subscribers waiting for a new deployment need it from its first seq.
-            self.cursor = 0 if self.subscribers else await database_sync_to_async(last_seq)(self.deployment_id)
+            at = genesis_position if self.subscribers else head_position
+            self.cursor = await database_sync_to_async(at)(self.deployment_id)
 
     async def _run(self) -> None:
         poll: float = settings.BOUNTY_WS_POLL_SECONDS
@@ -167,33 +202,35 @@ class LiveFeed:
     async def _advance(self) -> None:
         try:
             await self._read_on()
-        except ChangesGone as gone:  # pruned past the feed: its clients missed messages
+        except ChangesGone as gone:  # pruned past the feed, or another history: its clients missed messages
             logger.error("%s; closing the websocket clients that needed it", gone)
             async with self.lock:
                 for outbox in self.subscribers:
                     outbox.fail(gone)
                 self.subscribers.clear()
-                self.cursor = await database_sync_to_async(last_seq)(self.deployment_id or 0)
+                self.cursor = await database_sync_to_async(head_position)(self.deployment_id or 0)
 
     async def _read_on(self) -> None:
+        """Fans out the changes after the cursor, which the change log must still vouch for: a
+        database restored, promoted or replaced under the process holds another history, whose
+        changes are never sent on from a position of the one before (HistoryChanged)."""
         async with self.lock:
             if self.deployment_id is None:
                 await self._resolve()
-                if self.deployment_id is None:
-                    return
-            if not self.subscribers:
-                self.cursor = await database_sync_to_async(last_seq)(self.deployment_id)
+            if self.deployment_id is None or self.cursor is None:
                 return
-            while rows := await database_sync_to_async(read_changes)(self.deployment_id, self.cursor + 1,
-                                                                     2**63 - 1):
+            if not self.subscribers:
+                self.cursor = await database_sync_to_async(head_position)(self.deployment_id)
+                return
+            while rows := await database_sync_to_async(read_after)(self.deployment_id, self.cursor):
                 slice_size = max(1, min(READ_CHUNK, settings.BOUNTY_WS_MAX_BACKLOG // 2))
                 for start in range(0, len(rows), slice_size):
                     part = Changes(rows[start : start + slice_size])
                     batch = part.batch()  # one for every client
                     for outbox in self.subscribers:
                         outbox.put(part[0][0], batch)
-                    self.cursor = part[-1][0]
                     await asyncio.sleep(0)  # let the clients' senders drain before the next slice
+                self.cursor = rows.last or self.cursor
                 if rows.resync:  # every client gets a new snapshot, and joins the feed again after it
                     for outbox in self.subscribers:
                         outbox.fail(Resync())

@@ -27,6 +27,7 @@ class LiveMessage(TypedDict):
     type: MessageType
     payload: JsonRecord
     seq: int
+    position: str  # where a client resumes after it (`?since=`, records.history)
 
 
 class SnapshotMessage(TypedDict):
@@ -45,11 +46,12 @@ class SnapshotCounts(TypedDict):
 
 
 class SnapshotComplete(TypedDict):
-    """After the snapshot's last record: from here on `seq` is a resume point (`?since=`)."""
+    """After the snapshot's last record: from here on `position` is a resume point (`?since=`)."""
 
     type: Literal["snapshot.complete"]
     payload: SnapshotCounts
     seq: int
+    position: str
 
 
 def snapshot_type(kind: RecordKind) -> SnapshotType:

@@ -1,9 +1,10 @@
 """The snapshot a client gets first: every record of the active deployment, and the seq it is at.
 
-It is read with the deployment's `last_seq` S in one consistent read (PostgreSQL: a REPEATABLE
-READ transaction; SQLite in WAL: one read transaction), streamed in chunks from a thread, so
-memory stays bounded whatever the number of records. Every snapshot message carries S, and
-`snapshot.complete` ends it: from then on the client can resume with `?since=`.
+It is read with the position after the deployment's newest change (seq S, records.history) in
+one consistent read (PostgreSQL: a REPEATABLE READ transaction; SQLite in WAL: one read
+transaction), streamed in chunks from a thread, so memory stays bounded whatever the number of
+records. Every snapshot message carries S, and `snapshot.complete` ends it with the position: from
+then on the client can resume with `?since=<position>`.
 
 Each snapshot holds a database connection and its transaction while the client takes it: it waits
 for a slot (records.ws.limits.SnapshotSlot), and must be taken by a deadline that grows with its
@@ -24,6 +25,7 @@ import orjson
 from django.conf import settings
 from django.db import connection
 
+from records.history import NO_HISTORY
 from records.kinds import KINDS, RecordKind
 from records.metrics import WS_MESSAGES
 from records.models import Deployment
@@ -31,7 +33,7 @@ from records.selectors import (
     DeploymentFilter,
     ListQuery,
     active_deployment,
-    last_seq,
+    head_position,
     record_bodies,
 )
 from records.snapshot import end_snapshot_within, read_snapshot
@@ -80,7 +82,7 @@ class SnapshotReader:
     has been sent no more than was read."""
 
     def __init__(self, deadline: SnapshotDeadline) -> None:
-        self.last_seq = 0
+        self.position = NO_HISTORY  # where its client resumes after it
         self.deadline = deadline
         self.read_bytes = 0
         self.closed = False
@@ -95,7 +97,7 @@ class SnapshotReader:
         self._end_by_deadline()
         deployment = active_deployment()
         if deployment is not None:
-            self.last_seq = last_seq(deployment.pk)
+            self.position = head_position(deployment.pk)
             self._messages = itertools.chain.from_iterable(self._kind(deployment, kind) for kind in KINDS)
         self._messages = itertools.chain(self._messages, self._complete())
         return self.next_chunk(framed)
@@ -110,10 +112,11 @@ class SnapshotReader:
         for body in record_bodies(query, chunk_size=SNAPSHOT_CHUNK * 4):  # the records' stored JSON
             self._counts[kind.resource] += 1
             yield encode(SnapshotMessage(type=type_, payload=orjson.Fragment(body), snapshot=True,
-                                         seq=self.last_seq))
+                                         seq=self.position.seq))
 
     def _complete(self) -> Iterator[bytes]:
-        yield encode(SnapshotComplete(type="snapshot.complete", payload=self._counts, seq=self.last_seq))
+        yield encode(SnapshotComplete(type="snapshot.complete", payload=self._counts, seq=self.position.seq,
+                                      position=str(self.position)))
 
     def next_chunk(self, framed: bool) -> list[tuple[MessageBatch, int]]:
         """The next SNAPSHOT_CHUNK messages (`framed`: their frames made too) in pieces of about
@@ -190,7 +193,7 @@ async def stream_snapshot(send: Send, *, framed: bool, address: str) -> int:
                 if not reader.closed:
                     # The thread runs one call at a time: the close waits for a read in flight.
                     await asyncio.shield(loop.run_in_executor(thread, reader.close))
-    return reader.last_seq + 1
+    return reader.position.seq + 1
 
 
 class _ReaderThreads:

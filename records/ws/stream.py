@@ -11,10 +11,10 @@ from records.ws.outbox import Outbox, Send, TooSlow, WriteNow
 from records.ws.snapshot import stream_snapshot
 
 
-async def run_stream(since: int | None, send: Send, on_too_slow: Callable[[], None],
+async def run_stream(since: str | None, send: Send, on_too_slow: Callable[[], None],
                      write_now: WriteNow | None = None, *, address: str) -> None:
-    """Sends one client (of `address`) the snapshot (or what it missed since `since`), then live
-    messages until cancelled (through `write_now` when the server offers it). A client too slow to
+    """Sends one client (of `address`) the snapshot (or what it missed since the position
+    `since`), then live messages until cancelled (through `write_now` when the server offers it). A client too slow to
     read its live messages is reported through `on_too_slow`; a snapshot refused or taken too
     slowly raises records.ws.limits.Refusal."""
     feed = process_feed()

@@ -16,8 +16,10 @@ from django.core.cache import cache
 from django.db import transaction
 from websockets.sync.client import ClientConnection, connect
 
+from indexer.bulk import insert_rows
+from indexer.changelog import CHANGE_COLUMNS, advance_change_log
 from indexer.models import ChangeLogEntry, SyncState
-from records.changes import notify_changes
+from records.changes import MessageType, notify_changes
 from records.models import Bounty, Deployment
 from tests.chain import Chain
 from tests.factories import make_bounty, make_deployment
@@ -70,12 +72,9 @@ def commit_change(deployment: Deployment, kind: str, payload: dict[str, Any], co
     and notifies the feeds after the commit; returns the last seq."""
     with transaction.atomic():
         state = SyncState.objects.select_for_update().get(deployment=deployment)
-        ChangeLogEntry.objects.bulk_create([
-            ChangeLogEntry(deployment=deployment, seq=state.last_seq + n, type=kind, payload=payload, block_number=1)
-            for n in range(1, count + 1)
-        ])
-        state.last_seq += count
-        state.save(update_fields=["last_seq"])
+        insert_rows(ChangeLogEntry, CHANGE_COLUMNS,
+                    advance_change_log(deployment, state, [(MessageType(kind), payload, 1)] * count))
+        state.save(update_fields=["last_seq", "last_digest"])
         transaction.on_commit(notify_changes)
     return state.last_seq
 
