@@ -65,7 +65,8 @@ class SyncState(models.Model):
         null=True, blank=True, help_text="the contract's deployment block found on the chain (no BOUNTY_START_BLOCK)"
     )
     last_seq = models.PositiveBigIntegerField(default=0, help_text="seq of the newest change log entry")
-    last_digest = models.CharField(max_length=DIGEST_HEX, blank=True, db_default="",
+    # Nullable, as `ChangeLogEntry.digest`, for the release before, which does not write it.
+    last_digest = models.CharField(max_length=DIGEST_HEX, null=True, blank=True,  # noqa: DJ001
                                    help_text="chained digest of the newest change log entry (records.history)")
     head_block = models.PositiveBigIntegerField(null=True, blank=True, help_text="chain head at the last poll")
     safe_block = models.PositiveBigIntegerField(
@@ -181,8 +182,9 @@ class ChangeLogEntry(models.Model):
     payload = JSONDocumentField(help_text="the record as the API serializes it")
     block_number = models.PositiveBigIntegerField()
     created_at = models.DateTimeField(auto_now_add=True)
-    # Chained over the entries before it (records.history); empty on entries written before digests.
-    digest = models.CharField(max_length=DIGEST_HEX, blank=True, db_default="")
+    # Chained over the entries before it (records.history). None on entries written before digests
+    # were: nullable so that the release before, which does not write it, runs on this schema.
+    digest = models.CharField(max_length=DIGEST_HEX, null=True, blank=True)  # noqa: DJ001
 
     class Meta:
         verbose_name_plural = "change log entries"

@@ -144,7 +144,7 @@ def data_version(deployments: DeploymentFilter | Deployment | None = None) -> st
         sql += " WHERE " + " AND ".join(conditions)
     with connection.cursor() as cursor:
         cursor.execute(sql + " ORDER BY s.deployment_id", params)
-        return ",".join(f"{pk}:{seq}.{digest}" if bulk is None else f"{pk}:{seq}.{digest}+{bulk}"
+        return ",".join(f"{pk}:{seq}.{digest or ''}" if bulk is None else f"{pk}:{seq}.{digest or ''}+{bulk}"
                         for pk, seq, digest, bulk in cursor.fetchall())
 
 
@@ -524,16 +524,14 @@ def head_position(deployment_id: int) -> Position:
     if row is None:  # not indexed yet
         return genesis_position(deployment_id)
     seq, digest, chain_id, contract_address = row
-    return Position(seq, digest) if seq else Position(0, genesis_digest(chain_id, contract_address))
+    return Position(seq, digest or "") if seq else Position(0, genesis_digest(chain_id, contract_address))
 
 
 def changes_after(deployment_id: int, after: Position, last: int, limit: int) -> list[Change] | None:
     """The entries after `after` through seq `last`, in order, at most `limit` of them; None when
     this history cannot vouch for `after`: the entry at its seq has another digest (a position of
     another history), or is no longer held (pruned), or the position is past the newest change."""
-    rows = [Change(*row) for row in
-            ChangeLogEntry.objects.filter(deployment_id=deployment_id, seq__gte=after.seq, seq__lte=last)
-            .order_by("seq").values_list("seq", "type", "payload", "digest")[:limit + 1]]
+    rows = changes_between(deployment_id, after.seq, last, limit + 1)
     if rows and rows[0].seq == after.seq:
         return rows[1:] if rows[0].digest == after.digest else None
     if after.seq == 0 and rows and rows[0].seq == 1:  # the genesis, while the first change is held
@@ -546,7 +544,7 @@ def changes_between(deployment_id: int, first: int, last: int, limit: int) -> li
     """The entries of seqs first..last, in order, at most `limit` of them."""
     rows = (ChangeLogEntry.objects.filter(deployment_id=deployment_id, seq__gte=first, seq__lte=last)
             .order_by("seq").values_list("seq", "type", "payload", "digest")[:limit])
-    return [Change(*row) for row in rows]
+    return [Change(seq, type_, payload, digest or "") for seq, type_, payload, digest in rows]
 
 
 # ---------------------------------------------------------------------------- the admin's and the review page's reads
