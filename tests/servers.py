@@ -223,14 +223,17 @@ def origin(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
 class ThrowawayPostgres:
     """A PostgreSQL server of a test's own (initdb in a temporary folder, a free port), which the
     test stops and starts as a restart or a failover would, with the binaries of the machine's
-    PostgreSQL. As root (CI), the cluster belongs to the `postgres` user, as initdb requires."""
+    PostgreSQL. As root (CI), the cluster belongs to the `postgres` user, as initdb requires.
+    With `standby_of` (a port that reaches a primary, through a proxy, say), it is a streaming
+    standby of that server instead, made with `pg_basebackup -R`, which `promote` makes a primary."""
 
-    def __init__(self) -> None:
+    def __init__(self, standby_of: int | None = None) -> None:
+        self.standby_of = standby_of
         # Not under pytest's tmp_path: the `postgres` user could not reach into root's folders.
         self.folder = Path(tempfile.mkdtemp(prefix="bounty-postgres-"))
         self.data = self.folder / "data"
         self.port = free_port()
-        self.url = f"postgres://postgres@127.0.0.1:{self.port}/bounty"
+        self.url = self.url_of("bounty")
         bins = sorted(Path("/usr/lib/postgresql").glob("*/bin"))
         if not bins:
             raise RuntimeError("PostgreSQL's binaries are not under /usr/lib/postgresql (apt-get install postgresql)")
@@ -245,10 +248,43 @@ class ThrowawayPostgres:
     def __enter__(self) -> ThrowawayPostgres:
         if os.geteuid() == 0:
             shutil.chown(self.folder, "postgres", "postgres")
+        if self.standby_of is not None:
+            self._run("pg_basebackup", "-h", "127.0.0.1", "-p", str(self.standby_of), "-U", "postgres",
+                      "-D", str(self.data), "-R", "-X", "stream", "--no-sync", "--checkpoint=fast")
+            self.start()
+            return self
         self._run("initdb", "-D", str(self.data), "-A", "trust", "-U", "postgres", "--no-sync")
         self.start()
-        self._run("createdb", "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres", "bounty")
+        self.create_database("bounty")
         return self
+
+    def url_of(self, database: str) -> str:
+        return f"postgres://postgres@127.0.0.1:{self.port}/{database}"
+
+    def create_database(self, name: str, template: str | None = None) -> str:
+        """A database `name`, empty or a copy of `template` (`dropped` first if it exists); its URL."""
+        self._run("dropdb", "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres", "--force", "--if-exists",
+                  name)
+        self._run("createdb", "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres",
+                  *(["-T", template] if template else []), name)
+        return self.url_of(name)
+
+    def dump(self, name: str = "dump") -> Path:
+        """`pg_dump -Fc` of the database `bounty`, as an operator's backup; the file it wrote."""
+        path = self.folder / f"{name}.pgdump"
+        self._run("pg_dump", "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres", "-Fc", "-f", str(path),
+                  "bounty")
+        return path
+
+    def restore(self, dump: Path) -> None:
+        """The database `bounty` dropped, created again and restored from `dump` (pg_restore)."""
+        self.create_database("bounty")
+        self._run("pg_restore", "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres", "-d", "bounty",
+                  "--no-owner", str(dump))
+
+    def promote(self) -> None:
+        """A standby made the primary (`pg_ctl promote`), once it has replayed what it received."""
+        self._run("pg_ctl", "-D", str(self.data), "-w", "promote")
 
     def start(self) -> None:
         self._run("pg_ctl", "-D", str(self.data), "-l", str(self.data / "server.log"), "-w", "start",
