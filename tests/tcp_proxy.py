@@ -37,8 +37,15 @@ class TcpProxy:
 
     def __exit__(self, *exc_info: object) -> None:
         self._call(self._stop_listening)
+        self._call(self._cancel_connections)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(5)
+
+    async def _cancel_connections(self) -> None:
+        tasks = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     def blackhole(self) -> None:
         """Nothing is answered: the bytes of open connections wait (what was read, in the proxy;
