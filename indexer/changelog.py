@@ -64,17 +64,22 @@ class Pruned:
 
 def prune_change_log(written_before: datetime, *, dry_run: bool = False, batch: int = BATCH) -> list[Pruned]:
     """Deletes every deployment's change-log entries written before `written_before` (only the
-    oldest run of them: an entry is kept with everything after it once one newer is found)."""
+    oldest run of them: an entry is kept with everything after it once one newer is found), but
+    never the newest."""
     return [_prune(deployment_id, written_before, dry_run, batch)
             for deployment_id in SyncState.objects.order_by("deployment_id").values_list("deployment_id", flat=True)]
 
 
 def _prune(deployment_id: int, written_before: datetime, dry_run: bool, batch: int) -> Pruned:
     entries = ChangeLogEntry.objects.filter(deployment_id=deployment_id)
+    # The newest entry stays whatever its age: its digest vouches for the position of every
+    # client that is up to date (records.history), however long nothing changes.
+    newest = SyncState.objects.filter(deployment_id=deployment_id).values_list("last_seq", flat=True).get()
     deleted, after = 0, -1
     while True:
         with transaction.atomic():
-            oldest = list(entries.filter(seq__gt=after).order_by("seq").values_list("seq", "created_at")[:batch])
+            oldest = list(entries.filter(seq__gt=after, seq__lt=newest).order_by("seq")
+                          .values_list("seq", "created_at")[:batch])
             old = next((i for i, (_, written) in enumerate(oldest) if written >= written_before), len(oldest))
             if old:
                 after = oldest[old - 1][0]
