@@ -41,6 +41,7 @@ from records.selectors import (
     genesis_position,
     head_position,
 )
+from records.ws.limits import INTERNAL_ERROR, Refusal
 from records.ws.messages import LiveMessage, MessageBatch, encode, text_frame
 from records.ws.outbox import Outbox, Send
 
@@ -53,23 +54,24 @@ class Resync(Exception):
     """The client was sent a `resync` message: it gets a new snapshot next."""
 
 
-class ChangesGone(Exception):
+class ChangesGone(Refusal):
     """The change log no longer holds seqs a reader needs: pruned meanwhile (indexer.changelog).
-    Its clients are closed (1011) and, reconnecting with `since`, get a snapshot."""
+    Its clients are closed (1011, saying so) and, reconnecting with their position, get a snapshot."""
 
     def __init__(self, first: int) -> None:
-        super().__init__(f"the change log no longer holds seq {first}")
+        super().__init__(INTERNAL_ERROR, f"the change log no longer holds seq {first}; reconnect with your position")
         self.first = first
 
 
 class HistoryChanged(ChangesGone):
     """The change log no longer continues the history the feed was reading: the database was
     restored from a backup, a standby promoted, or another database put in its place. Its clients
-    are closed (1011) and, reconnecting with their position, get a snapshot where the histories
-    part."""
+    are closed (1011, saying so) and, reconnecting with their position, get a snapshot where the
+    histories part."""
 
     def __init__(self, position: Position) -> None:
-        Exception.__init__(self, f"the change log no longer holds the history of position {position}")
+        Refusal.__init__(self, INTERNAL_ERROR, f"the service's change history changed after seq {position.seq} "
+                                               "(a restore or failover); reconnect with your position")
         self.first = position.seq + 1
 
 
