@@ -269,11 +269,13 @@ class ThrowawayPostgres:
                   *(["-T", template] if template else []), name)
         return self.url_of(name)
 
-    def dump(self, name: str = "dump") -> Path:
-        """`pg_dump -Fc` of the database `bounty`, as an operator's backup; the file it wrote."""
-        path = self.folder / f"{name}.pgdump"
+    def dump(self, database: str = "bounty") -> Path:
+        """`pg_dump -Fc` of `database`, as an operator's backup; the file it wrote."""
+        path = Path(tempfile.mkstemp(prefix=f"{database}-", suffix=".pgdump", dir=self.folder)[1])
+        if os.geteuid() == 0:
+            shutil.chown(path, "postgres", "postgres")
         self._run("pg_dump", "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres", "-Fc", "-f", str(path),
-                  "bounty")
+                  database)
         return path
 
     def restore(self, dump: Path) -> None:
