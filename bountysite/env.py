@@ -11,6 +11,7 @@ import re
 from ipaddress import IPv4Network, IPv6Network, ip_address, ip_network
 from typing import overload
 from urllib.parse import urlsplit
+from urllib.request import getproxies_environment
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -207,3 +208,16 @@ def _is_loopback(host: str) -> bool:
         return ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def env_proxies() -> dict[str, str]:
+    """The outbound proxies the environment names, as urllib.request.getproxies_environment()
+    reads them (`https_proxy`, `http_proxy`, `all_proxy` and `no_proxy`, either case): only HTTP(S)
+    proxies, since the HTTP client here speaks no SOCKS. A message names the variable and the
+    scheme, never the URL, which may hold credentials."""
+    proxies = getproxies_environment()
+    for scheme, url in proxies.items():
+        if scheme != "no" and urlsplit(url).scheme not in ("http", "https"):
+            raise ImproperlyConfigured(f"{scheme.upper()}_PROXY must be an http:// or https:// proxy (got a "
+                                       f"{urlsplit(url).scheme or 'schemeless'} URL)")
+    return proxies

@@ -28,6 +28,7 @@ from bountysite.env import (
     env_list,
     env_networks,
     env_origins,
+    env_proxies,
     env_required,
     env_str,
     env_url,
@@ -220,6 +221,9 @@ BOUNTY_RPC_MAX_REQUESTS_PER_SECOND = env_int("BOUNTY_RPC_MAX_REQUESTS_PER_SECOND
 # historical phase to the blocks holding the contract's logs (indexer.explorer), with a budget of
 # its own; unset: every block is read by range through the node.
 BOUNTY_EXPLORER_RPC_URL = env_endpoint("BOUNTY_EXPLORER_RPC_URL", allow_plain_http=BOUNTY_RPC_ALLOW_PLAIN_HTTP)
+# The node and the explorer are reached through the proxy the environment names, as other HTTP
+# clients do (HTTPS_PROXY, HTTP_PROXY, ALL_PROXY; NO_PROXY's hosts go direct): indexer.rpc.proxy_for.
+OUTBOUND_PROXIES = env_proxies()
 BOUNTY_EXPLORER_MAX_REQUESTS_PER_SECOND = env_int("BOUNTY_EXPLORER_MAX_REQUESTS_PER_SECOND", 5, minimum=1)
 # A backfill that will add more rows than the record tables hold builds their secondary indexes
 # after catching up (indexer.indexes): auto decides so, always / never force it.

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from django.conf import settings
 
 from indexer.errors import IndexerError
+from indexer.rpc import proxy_for
 
 # The first getLogs span, in blocks: it doubles while ranges hold few logs and shrinks when they
 # hold many, so a small start costs a few quick requests on a quiet chain and keeps the first
@@ -42,6 +43,8 @@ class IndexerConfig:
     requests_per_second: int | None  # the plan's budget of calls (None: the node's 429s tell)
     explorer_url: str | None = None  # an explorer's eth-rpc endpoint that guides the historical phase
     explorer_requests_per_second: int = 5
+    rpc_proxy: str | None = None  # the HTTP(S) proxy the node is reached through (HTTPS_PROXY, NO_PROXY)
+    explorer_proxy: str | None = None  # and the explorer
 
     @classmethod
     def from_settings(cls) -> IndexerConfig:
@@ -76,4 +79,7 @@ class IndexerConfig:
             requests_per_second=settings.BOUNTY_RPC_MAX_REQUESTS_PER_SECOND,
             explorer_url=settings.BOUNTY_EXPLORER_RPC_URL,
             explorer_requests_per_second=settings.BOUNTY_EXPLORER_MAX_REQUESTS_PER_SECOND,
+            rpc_proxy=proxy_for(rpc_url, settings.OUTBOUND_PROXIES),
+            explorer_proxy=(proxy_for(settings.BOUNTY_EXPLORER_RPC_URL, settings.OUTBOUND_PROXIES)
+                            if settings.BOUNTY_EXPLORER_RPC_URL else None),
         )

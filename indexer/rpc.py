@@ -32,6 +32,7 @@ signal (PEP 475), so only an exception raised by the handler ends it.
 
 from __future__ import annotations
 
+import ipaddress
 import itertools
 import json
 import logging
@@ -40,7 +41,7 @@ import re
 import threading
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -386,14 +387,58 @@ class _DeadlineBackend(httpcore.NetworkBackend):
 
 
 class _DeadlineTransport(httpx.HTTPTransport):
-    """httpx's transport over a _DeadlineBackend (httpx takes no network backend of its own)."""
+    """httpx's transport over a _DeadlineBackend (httpx takes no network backend of its own),
+    directly or through an HTTP(S) proxy (`proxy_for`): a transport of one's own makes httpx
+    ignore HTTPS_PROXY and NO_PROXY, so the proxy is set up here as httpx would."""
 
-    def __init__(self, backend: _DeadlineBackend, limits: httpx.Limits) -> None:
+    def __init__(self, backend: _DeadlineBackend, limits: httpx.Limits, proxy: str | None = None) -> None:
         super().__init__(limits=limits)
-        self._pool = httpcore.ConnectionPool(
-            ssl_context=httpx.create_ssl_context(), max_connections=limits.max_connections,
-            max_keepalive_connections=limits.max_keepalive_connections, keepalive_expiry=limits.keepalive_expiry,
-            network_backend=backend)
+        context = httpx.create_ssl_context()
+        if proxy is None:
+            self._pool = httpcore.ConnectionPool(
+                ssl_context=context, max_connections=limits.max_connections,
+                max_keepalive_connections=limits.max_keepalive_connections, keepalive_expiry=limits.keepalive_expiry,
+                network_backend=backend)
+            return
+        through = httpx.Proxy(proxy)
+        self._pool = httpcore.HTTPProxy(
+            proxy_url=httpcore.URL(scheme=through.url.raw_scheme, host=through.url.raw_host, port=through.url.port,
+                                   target=through.url.raw_path),
+            proxy_auth=through.raw_auth, proxy_headers=through.headers.raw, ssl_context=context,
+            max_connections=limits.max_connections, max_keepalive_connections=limits.max_keepalive_connections,
+            keepalive_expiry=limits.keepalive_expiry, network_backend=backend)
+
+
+def proxy_for(url: str, proxies: Mapping[str, str]) -> str | None:
+    """The proxy a request to `url` goes through, by the environment's convention (as curl and
+    httpx read it; `proxies` as urllib.request.getproxies_environment() gives them): the scheme's
+    proxy (`https_proxy`, `http_proxy`) or `all_proxy`, unless `no_proxy` names the host (`*`, the
+    host, a domain it is in, an IP address or a network it is in); None: direct."""
+    parts = urlsplit(url)
+    proxy = proxies.get(parts.scheme) or proxies.get("all")
+    host = (parts.hostname or "").rstrip(".").lower()
+    if proxy is None or any(_bypasses(entry.strip().lower(), host) for entry in proxies.get("no", "").split(",")):
+        return None
+    return proxy
+
+
+def _bypasses(entry: str, host: str) -> bool:
+    """Whether a `no_proxy` entry names `host`."""
+    if entry == "*":
+        return True
+    entry = _without_port(entry)
+    try:
+        return ipaddress.ip_address(host) in ipaddress.ip_network(entry, strict=False)
+    except ValueError:
+        domain = entry.lstrip("*").lstrip(".")
+        return bool(domain) and (host == domain or host.endswith("." + domain))
+
+
+def _without_port(entry: str) -> str:
+    if entry.startswith("["):  # [::1]:8545
+        return entry[1:].split("]", 1)[0]
+    host, colon, port = entry.rpartition(":")
+    return host if colon and port.isdigit() and ":" not in host else entry
 
 
 class _TooLarge(Exception):
@@ -432,8 +477,10 @@ class RpcClient:
         patient: bool = True,
         max_response_bytes: int = MAX_RESPONSE_BYTES,
         max_retry_after: float = MAX_RETRY_AFTER,
+        proxy: str | None = None,
     ) -> None:
         self.url = url
+        self.proxy = proxy  # an HTTP(S) proxy the requests go through (proxy_for); None: direct
         self.node = redact_url(url)  # the URL may hold an API key: messages name this instead
         self.timeout = timeout
         self.backoff = backoff or Backoff()
@@ -449,7 +496,7 @@ class RpcClient:
         self._backend = _DeadlineBackend()
         limits = httpx.Limits(max_connections=None, max_keepalive_connections=64)
         self._http = httpx.Client(timeout=httpx.Timeout(timeout), headers={"Content-Type": "application/json"},
-                                  transport=_DeadlineTransport(self._backend, limits))
+                                  transport=_DeadlineTransport(self._backend, limits, proxy))
         self._ids = itertools.count(1)
         self._ids_lock = threading.Lock()
         self.tally = RpcTally()
@@ -465,7 +512,8 @@ class RpcClient:
         and a pause the node asked for stay shared (indexer.pacing)."""
         client = RpcClient(self.url, timeout=self.timeout, backoff=self.backoff, stop=self.stop,
                            pacer=self.pacer.for_another_process(), max_batch=self.max_batch, patient=self.patient,
-                           max_response_bytes=self.max_response_bytes, max_retry_after=self.max_retry_after)
+                           max_response_bytes=self.max_response_bytes, max_retry_after=self.max_retry_after,
+                           proxy=self.proxy)
         client.phase = self.phase
         return client
 

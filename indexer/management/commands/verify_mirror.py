@@ -35,7 +35,7 @@ class Command(BaseCommand):
                                    "yet: run run_indexer first")
             rpc = RpcClient(config.rpc_url, timeout=config.rpc_timeout,  # within the plan's budget, as the indexer
                             pacer=Pacer(max_concurrency=config.max_concurrency,
-                                        requests_per_second=config.requests_per_second))
+                                        requests_per_second=config.requests_per_second), proxy=config.rpc_proxy)
             try:
                 chain_id = int(rpc.call("eth_chainId", []), 16)
                 if chain_id != config.chain_id:
