@@ -1,5 +1,5 @@
-"""bounty_client: unsigned transactions, metadata helpers, quotes and a read client for the
-bounty contract and its read service. See README.md beside this file for usage."""
+"""bounty_client: unsigned transactions, metadata helpers, quotes, a read client and a websocket
+watcher for the bounty contract and its read service. See README.md beside this file for usage."""
 
 from bounty_client._version import __version__
 from bounty_client.deployment import DEFAULT_CHAIN_ID, Deployment, deployment_from_env, deployment_from_health
@@ -10,6 +10,7 @@ from bounty_client.errors import (
     ResponseError,
     ValidationError,
 )
+from bounty_client.events import Backoff, EventFold, LiveEvent, Snapshot, events_url, watch_events
 from bounty_client.metadata import (
     MAX_INLINE_JSON_BYTES,
     MAX_INLINE_JSON_DEPTH,
@@ -42,6 +43,7 @@ __all__ = [
     "MAX_INLINE_JSON_BYTES",
     "MAX_INLINE_JSON_DEPTH",
     "UNDEFINED",
+    "Backoff",
     "BountyClientError",
     "BountyOverview",
     "BountyRecord",
@@ -50,14 +52,17 @@ __all__ = [
     "Deployment",
     "DisputeOverview",
     "DisputeRecord",
+    "EventFold",
     "Health",
     "JsonInput",
     "JsonValue",
+    "LiveEvent",
     "Page",
     "QuoteConfig",
     "ReadClient",
     "RequestFailedError",
     "ResponseError",
+    "Snapshot",
     "SubmissionOverview",
     "SubmissionRecord",
     "TransactionBuilder",
@@ -67,6 +72,7 @@ __all__ = [
     "canonical_json",
     "deployment_from_env",
     "deployment_from_health",
+    "events_url",
     "metadata_hash",
     "metadata_to_data_uri",
     "parse_json",
@@ -75,4 +81,5 @@ __all__ = [
     "validate_address",
     "validate_bytes32",
     "validate_uint",
+    "watch_events",
 ]

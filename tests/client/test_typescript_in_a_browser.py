@@ -21,6 +21,7 @@ import httpx
 import pytest
 from playwright.sync_api import Browser, Page
 
+from bounty_client.events import events_url
 from tests.client.typescript_build import exclusive_build
 from tests.servers import PROJECT_DIR, DevService, origin, start_dev_service
 
@@ -159,10 +160,9 @@ def test_a_bounty_posted_through_an_injected_wallet_arrives_live_and_after_a_rec
     assert second == indexed and second["id"] == first["id"] + 1
 
     watched = page.evaluate("() => watched")
-    first_seq = watched["events"][0]["seq"]
-    base = f"{api.replace('http://', 'ws://')}/ws/events"
-    assert watched["urls"][0] == base
-    assert watched["urls"][1:] == [f"{base}?since={first_seq}"] * (len(watched["urls"]) - 1)
+    resumed = events_url(api, watched["events"][0]["position"])  # the position percent-encoded
+    assert watched["urls"][0] == events_url(api)
+    assert watched["urls"][1:] == [resumed] * (len(watched["urls"]) - 1)
     assert len(watched["snapshots"]) == 1, "a resume sends no snapshot"
     seqs = [event["seq"] for event in watched["events"]]
     assert seqs == list(range(snapshot["seq"] + 1, snapshot["seq"] + 1 + len(seqs))), "every seq once, in order"

@@ -1,7 +1,8 @@
 """The Python client against clients/test-vectors.json, the vectors the TypeScript client is held
 to as well (clients/typescript/test/vectors.test.ts): calldata of every helper, every validation
-message, canonical JSON and hashes, parsed metadata URIs, quotes, and the read client's requests,
-answers and errors against a fake service (httpx's MockTransport)."""
+message, canonical JSON and hashes, parsed metadata URIs, quotes, the read client's requests,
+answers and errors against a fake service (httpx's MockTransport), and the websocket bookkeeping
+(EventFold) over scripted connections."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from bounty_client.errors import (
     ResponseError,
     ValidationError,
 )
+from bounty_client.events import EventFold, LiveEvent, Snapshot
 from bounty_client.quote import QuoteConfig, quote_create_amount
 from bounty_client.read import ReadClient
 from bounty_client.transactions import TransactionBuilder, UnsignedTransaction
@@ -190,3 +192,43 @@ def test_the_read_vectors_cover_every_read_method() -> None:
     calls = {case["call"] for group in ("urls", "pages", "errors") for case in READ[group]}
     methods = {name for name in vars(ReadClient) if not name.startswith("_") and name != "close"}
     assert {ITERATORS.get(call, _snake(call)) for call in calls} == methods
+
+
+EVENTS = VECTORS["events"]
+
+
+@pytest.mark.parametrize("case", EVENTS["cases"], ids=lambda case: case["name"])
+def test_the_event_fold_delivers_resumes_and_holds_what_the_vectors_say(case: dict[str, Any]) -> None:
+    fold = EventFold(since=case["since"])
+    urls: list[str] = []
+    snapshots: list[Snapshot] = []
+    events: list[LiveEvent] = []
+    records: dict[str, dict[int, Any]] = {"bounty": {}, "submission": {}, "dispute": {}}
+    for connection in case["connections"]:
+        urls.append(fold.next_url(EVENTS["baseUrl"]))
+        for message in connection["messages"]:
+            delivered = fold.feed(message)
+            if isinstance(delivered, Snapshot):
+                snapshots.append(delivered)
+                records = {"bounty": {b["id"]: b for b in delivered.bounties},
+                           "submission": {s["id"]: s for s in delivered.submissions},
+                           "dispute": {d["id"]: d for d in delivered.disputes}}
+            elif isinstance(delivered, LiveEvent):
+                events.append(delivered)
+                if delivered.removed:
+                    records[delivered.kind].pop(delivered.payload["id"])
+                else:
+                    records[delivered.kind][delivered.payload["id"]] = delivered.payload
+        fold.connection_lost()
+    urls.append(fold.next_url(EVENTS["baseUrl"]))
+
+    assert urls == case["urls"]
+    assert [{"seq": snapshot.seq, "position": snapshot.position,
+             "bounties": [b["id"] for b in snapshot.bounties],
+             "submissions": [s["id"] for s in snapshot.submissions],
+             "disputes": [d["id"] for d in snapshot.disputes]} for snapshot in snapshots] == case["snapshots"]
+    assert [{"type": e.type, "id": e.payload["id"], "seq": e.seq, "position": e.position}
+            for e in events] == case["events"]
+    assert {kind: {str(id_): record for id_, record in held.items()} for kind, held in records.items()} \
+        == case["records"]
+    assert fold.resume_from == case["resumeFrom"]

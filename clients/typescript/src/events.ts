@@ -3,9 +3,13 @@
  * dropped connection without a gap or a repeat (docs/api.md, The websocket).
  *
  * `watchEvents` connects, collects the snapshot and hands it over whole, then hands over each
- * live message in order. When the connection drops it connects again with `?since=<the last
- * seq applied>`, so it gets exactly the messages it missed; when the service cannot resume from
- * there, or sends `resync`, a new snapshot comes and is handed over as such.
+ * live message in order. When the connection drops it connects again with `?since=<the position
+ * of the last message applied>`, so it gets exactly the messages it missed; when the service
+ * cannot vouch for that position (pruned, or of another history: a restored backup, a promoted
+ * standby, a re-index), or sends `resync`, a new snapshot comes and is handed over as such.
+ *
+ * A position is opaque: it is only ever stored and sent back, never built or parsed. `seq` still
+ * orders the messages of one history, so repeats are dropped by seq, kept apart from the position.
  */
 import type { Bounty, Dispute, Submission } from "./records.js";
 
@@ -15,32 +19,59 @@ export type LiveType =
   | "bounty.updated" | "submission.updated" | "dispute.updated"
   | "bounty.removed" | "submission.removed" | "dispute.removed";
 
-/** A live message: a record as it was right after the change numbered `seq`. */
+/**
+ * A live message: a record as it was right after the change numbered `seq`. `position` names that
+ * place in the service's history: store it to resume from (`WatchOptions.since`).
+ */
 export type LiveEvent =
-  | { type: "bounty.created" | "bounty.finalized" | "bounty.refunded" | "bounty.updated" | "bounty.removed"; payload: Bounty; seq: number }
+  | {
+      type: "bounty.created" | "bounty.finalized" | "bounty.refunded" | "bounty.updated" | "bounty.removed";
+      payload: Bounty;
+      seq: number;
+      position: string;
+    }
   | {
       type: "submission.created" | "submission.refunded" | "submission.updated" | "submission.removed";
       payload: Submission;
       seq: number;
+      position: string;
     }
   | {
       type: "dispute.created" | "dispute.resolved" | "dispute.cancelled" | "dispute.updated" | "dispute.removed";
       payload: Dispute;
       seq: number;
+      position: string;
     };
 
-/** Every record of the active deployment, current at change `seq`. */
+/** Every record of the active deployment, current at change `seq`; resume from `position`. */
 export interface Snapshot {
   bounties: Bounty[];
   submissions: Submission[];
   disputes: Dispute[];
   seq: number;
+  position: string;
 }
 
+/** A record of a snapshot: no position of its own (the snapshot's comes with `snapshot.complete`). */
+type SnapshotRecord =
+  | { type: "bounty.created"; payload: Bounty; snapshot: true; seq: number }
+  | { type: "submission.created"; payload: Submission; snapshot: true; seq: number }
+  | { type: "dispute.created"; payload: Dispute; snapshot: true; seq: number };
+
 type Message =
-  | (LiveEvent & { snapshot?: boolean })
-  | { type: "snapshot.complete"; payload: { bounties: number; submissions: number; disputes: number }; seq: number }
-  | { type: "resync"; payload: { from_block: number; to_block: number }; seq: number };
+  | SnapshotRecord
+  | LiveEvent
+  | {
+      type: "snapshot.complete";
+      payload: { bounties: number; submissions: number; disputes: number };
+      seq: number;
+      position: string;
+    }
+  | { type: "resync"; payload: { from_block: number; to_block: number }; seq: number; position: string };
+
+function isSnapshotRecord(message: Message): message is SnapshotRecord {
+  return "snapshot" in message && message.snapshot === true;
+}
 
 /** What a WebSocket constructor must offer: the browser's, or for Node 20 the `ws` package's. */
 export interface WebSocketLike {
@@ -66,15 +97,19 @@ export interface WatchHandlers {
 export interface WatchOptions {
   /** The WebSocket constructor (the global one by default: browsers; pass `ws`'s in Node 20). */
   WebSocket?: WebSocketConstructor;
-  /** Resume after this seq instead of starting with a snapshot. */
-  since?: number;
+  /**
+   * Resume from this position (a `position` this watch or an earlier one handed over: of a
+   * `Snapshot` or a `LiveEvent`) instead of starting with a snapshot. If the service cannot vouch
+   * for it, a snapshot comes all the same.
+   */
+  since?: string;
   /** Wait before reconnecting (default 1000 ms; five times as long after a 1008 or 1013 close: a limit, or no snapshot slot free). */
   reconnectDelayMs?: number;
 }
 
 export interface Watch {
-  /** The last seq fully applied (a resume point), or null while a snapshot is incomplete. */
-  readonly resumeFrom: number | null;
+  /** The position of the last message fully applied (the resume point), or null while a snapshot is incomplete. */
+  readonly resumeFrom: string | null;
   /** Stops: closes the connection and does not reconnect. */
   close(): void;
 }
@@ -92,29 +127,35 @@ export function watchEvents(baseUrl: string, handlers: WatchHandlers, options: W
   if (Socket === undefined) throw new Error("no WebSocket: pass one in options.WebSocket (the `ws` package in Node 20)");
   const url = eventsUrl(baseUrl);
   const delay = options.reconnectDelayMs ?? 1000;
-  let resumeFrom: number | null = options.since ?? null;
-  let building: Snapshot | null = null;
+  let resumeFrom: string | null = options.since ?? null;
+  let lastSeq: number | null = null; // of the last message applied: a repeat has no greater one
+  let building: Omit<Snapshot, "position"> | null = null;
   let socket: WebSocketLike | null = null;
   let closed = false;
   let timer: ReturnType<typeof setTimeout> | null = null;
 
   const handle = (message: Message): void => {
-    if ("snapshot" in message && message.snapshot) {
+    if (isSnapshotRecord(message)) {
       building ??= { bounties: [], submissions: [], disputes: [], seq: message.seq };
       if (message.type === "bounty.created") building.bounties.push(message.payload);
       else if (message.type === "submission.created") building.submissions.push(message.payload);
       else if (message.type === "dispute.created") building.disputes.push(message.payload);
       resumeFrom = null; // incomplete until snapshot.complete
+      lastSeq = null;
     } else if (message.type === "snapshot.complete") {
       const snapshot = building ?? { bounties: [], submissions: [], disputes: [], seq: message.seq };
       building = null;
-      resumeFrom = message.seq;
-      handlers.onSnapshot?.({ ...snapshot, seq: message.seq });
+      // The snapshot may be of another history, whose seqs run lower: what it says replaces all.
+      resumeFrom = message.position;
+      lastSeq = message.seq;
+      handlers.onSnapshot?.({ ...snapshot, seq: message.seq, position: message.position });
     } else if (message.type === "resync") {
       building = null; // a new snapshot follows on this connection
       resumeFrom = null;
-    } else if (resumeFrom === null || message.seq > resumeFrom) {
-      resumeFrom = message.seq;
+      lastSeq = null;
+    } else if (lastSeq === null || message.seq > lastSeq) {
+      resumeFrom = message.position;
+      lastSeq = message.seq;
       handlers.onEvent?.(message);
     }
   };
@@ -122,7 +163,7 @@ export function watchEvents(baseUrl: string, handlers: WatchHandlers, options: W
   const connect = (): void => {
     timer = null;
     building = null;
-    const ws = new Socket(resumeFrom === null ? url : `${url}?since=${resumeFrom}`);
+    const ws = new Socket(resumeFrom === null ? url : `${url}?since=${encodeURIComponent(resumeFrom)}`);
     socket = ws;
     ws.onmessage = (event) => {
       let message: Message;

@@ -205,7 +205,7 @@ describe("transactions and the websocket", () => {
     try {
       const snapshot = await until("the snapshot", () => snapshots[0]);
       assert.deepEqual(snapshot.bounties.map((b) => b.id).sort(), (await client.listBounties()).map((b) => b.id).sort());
-      assert.equal(watch.resumeFrom, snapshot.seq);
+      assert.equal(watch.resumeFrom, snapshot.position);
 
       const post = async (title: string): Promise<Bounty> => {
         const metadata = { title, tags: ["typescript", "✍️"] };
@@ -224,10 +224,12 @@ describe("transactions and the websocket", () => {
 
       const first = await post("Live, first connection");
       sockets[0]?.terminate(); // the connection drops
+      const resumeFrom = watch.resumeFrom;
+      assert.equal(resumeFrom, events.at(-1)?.position, "the position of the last message applied");
       const second = await post("Live, after the reconnect");
       await until("the reconnect", () => (sockets.length === 2 ? true : undefined));
       assert.equal(second.id, first.id + 1);
-      assert.match(urls[1] ?? "", /\?since=\d+$/);
+      assert.equal(urls[1], `${urls[0]}?since=${encodeURIComponent(resumeFrom ?? "")}`);
       assert.equal(snapshots.length, 1, "a resume sends no snapshot");
       const seqs = events.map((e) => e.seq);
       assert.deepEqual(seqs, seqs.map((_, i) => snapshot.seq + 1 + i), "every seq once, in order");

@@ -1,6 +1,7 @@
 // The TypeScript client against clients/test-vectors.json, the vectors the Python client is held
 // to as well (tests/client/test_vectors.py): a change in one client that the other does not
-// follow fails one of the two. The read client runs against a fake service (its `fetch` option).
+// follow fails one of the two. The read client runs against a fake service (its `fetch` option),
+// the websocket helper against scripted sockets.
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { describe, it } from "node:test";
@@ -14,14 +15,18 @@ import {
   metadataToDataUri,
   parseMetadataUri,
   quoteCreateAmount,
+  type LiveEvent,
   type ReadClient,
   type ReadClientOptions,
   RequestError,
   ResponseError,
+  type Snapshot,
   type TransactionBuilder,
   type UnsignedTransaction,
   ValidationError,
+  watchEvents,
 } from "../src/index.js";
+import { later, ScriptedSocket } from "./scripted-socket.js";
 
 interface Answer {
   status?: number;
@@ -39,6 +44,17 @@ interface ReadVector {
   urls: string[];
   result?: unknown;
   error?: { kind: "request" | "response" | "configuration"; message: string; status?: number; detail?: string | null; url?: string };
+}
+
+interface EventsVector {
+  name: string;
+  since: string | null;
+  connections: { messages: object[]; close: number }[];
+  urls: string[];
+  snapshots: { seq: number; position: string; bounties: number[]; submissions: number[]; disputes: number[] }[];
+  events: { type: string; id: number; seq: number; position: string }[];
+  records: Record<string, Record<string, unknown>>;
+  resumeFrom: string | null;
 }
 
 interface Vectors {
@@ -61,6 +77,7 @@ interface Vectors {
     pages: ReadVector[];
     errors: ReadVector[];
   };
+  events: { baseUrl: string; cases: EventsVector[] };
 }
 
 const vectors = JSON.parse(
@@ -216,3 +233,50 @@ for (const group of ["deployment", "urls", "pages", "errors"] as const) {
     }
   });
 }
+
+describe("watchEvents: events", () => {
+  for (const vector of vectors.events.cases) {
+    it(vector.name, async () => {
+      ScriptedSocket.opened = [];
+      const snapshots: Snapshot[] = [];
+      const events: LiveEvent[] = [];
+      // What an application keeps: by kind, by id (a snapshot replaces it all).
+      let records: Record<string, Record<string, unknown>> = { bounty: {}, submission: {}, dispute: {} };
+      const watch = watchEvents(vectors.events.baseUrl, {
+        onSnapshot(snapshot) {
+          snapshots.push(snapshot);
+          records = {
+            bounty: Object.fromEntries(snapshot.bounties.map((b) => [b.id, b])),
+            submission: Object.fromEntries(snapshot.submissions.map((s) => [s.id, s])),
+            dispute: Object.fromEntries(snapshot.disputes.map((d) => [d.id, d])),
+          };
+        },
+        onEvent(event) {
+          events.push(event);
+          const held = records[event.type.split(".")[0] ?? ""] ?? {};
+          if (event.type.endsWith(".removed")) delete held[event.payload.id];
+          else held[event.payload.id] = event.payload;
+        },
+      }, { WebSocket: ScriptedSocket, reconnectDelayMs: 0, ...(vector.since === null ? {} : { since: vector.since }) });
+      try {
+        for (const [index, connection] of vector.connections.entries()) {
+          const socket = ScriptedSocket.opened[index];
+          assert.ok(socket, `connection ${index + 1} was not opened`);
+          socket.send(...connection.messages);
+          socket.onclose?.({ code: connection.close });
+          await later(5);
+        }
+        assert.deepEqual(ScriptedSocket.opened.map((socket) => socket.url), vector.urls);
+        assert.deepEqual(snapshots.map((s) => ({
+          seq: s.seq, position: s.position,
+          bounties: s.bounties.map((b) => b.id), submissions: s.submissions.map((b) => b.id), disputes: s.disputes.map((b) => b.id),
+        })), vector.snapshots);
+        assert.deepEqual(events.map((e) => ({ type: e.type, id: e.payload.id, seq: e.seq, position: e.position })), vector.events);
+        assert.deepEqual(records, vector.records);
+        assert.equal(watch.resumeFrom, vector.resumeFrom);
+      } finally {
+        watch.close();
+      }
+    });
+  }
+});
