@@ -88,8 +88,8 @@ export interface WatchHandlers {
   onSnapshot?(snapshot: Snapshot): void;
   /** A live message, in seq order: `*.removed` deletes the record, every other type replaces it. */
   onEvent?(event: LiveEvent): void;
-  /** The connection dropped (`code`); it is opened again after `reconnectDelayMs`. */
-  onDisconnect?(code: number): void;
+  /** The connection dropped (`code`); it is opened again after `delayMs` (see `reconnectDelayMs`). */
+  onDisconnect?(code: number, delayMs: number): void;
   /** A message that does not parse (the connection is then opened again, resuming), or a handler's exception. */
   onError?(error: unknown): void;
 }
@@ -103,8 +103,18 @@ export interface WatchOptions {
    * for it, a snapshot comes all the same.
    */
   since?: string;
-  /** Wait before reconnecting (default 1000 ms; five times as long after a 1008 or 1013 close: a limit, or no snapshot slot free). */
+  /**
+   * The first wait before reconnecting (default 1000 ms). It doubles with every connection in a
+   * row that ends before a message arrived, up to `maxReconnectDelayMs`, and is five times as long
+   * after a 1008 or 1013 close (a limit, or no snapshot slot free); each wait is drawn between half
+   * of that and all of it, so that clients dropped together do not come back together. A
+   * connection that delivers a message starts again from the first.
+   */
   reconnectDelayMs?: number;
+  /** The longest wait before reconnecting (default 60000 ms). */
+  maxReconnectDelayMs?: number;
+  /** A number in [0, 1), for the jitter (default `Math.random`). */
+  random?: () => number;
 }
 
 export interface Watch {
@@ -126,7 +136,10 @@ export function watchEvents(baseUrl: string, handlers: WatchHandlers, options: W
   const Socket = options.WebSocket ?? (globalThis as unknown as { WebSocket?: WebSocketConstructor }).WebSocket;
   if (Socket === undefined) throw new Error("no WebSocket: pass one in options.WebSocket (the `ws` package in Node 20)");
   const url = eventsUrl(baseUrl);
-  const delay = options.reconnectDelayMs ?? 1000;
+  const firstDelay = options.reconnectDelayMs ?? 1000;
+  const maxDelay = options.maxReconnectDelayMs ?? 60_000;
+  const random = options.random ?? Math.random;
+  let failures = 0; // connections in a row that ended before a message arrived
   let resumeFrom: string | null = options.since ?? null;
   let lastSeq: number | null = null; // of the last message applied: a repeat has no greater one
   let building: Omit<Snapshot, "position"> | null = null;
@@ -166,6 +179,7 @@ export function watchEvents(baseUrl: string, handlers: WatchHandlers, options: W
     const ws = new Socket(resumeFrom === null ? url : `${url}?since=${encodeURIComponent(resumeFrom)}`);
     socket = ws;
     ws.onmessage = (event) => {
+      failures = 0;
       let message: Message;
       try {
         message = JSON.parse(String(event.data)) as Message;
@@ -187,8 +201,12 @@ export function watchEvents(baseUrl: string, handlers: WatchHandlers, options: W
       if (socket !== ws) return;
       socket = null;
       if (closed) return;
-      handlers.onDisconnect?.(event.code);
-      timer = setTimeout(connect, event.code === 1008 || event.code === 1013 ? delay * 5 : delay);
+      const limited = event.code === 1008 || event.code === 1013;
+      const ceiling = Math.min(firstDelay * 2 ** Math.min(failures, 30) * (limited ? 5 : 1), maxDelay);
+      const delayMs = ceiling / 2 + random() * (ceiling / 2);
+      failures += 1;
+      handlers.onDisconnect?.(event.code, delayMs);
+      timer = setTimeout(connect, delayMs);
     };
   };
   connect();

@@ -70,18 +70,29 @@ describe("watchEvents", () => {
     watch.close();
   });
 
-  it("waits five times as long before reconnecting after a 1013 (no snapshot slot free) as after a drop", async () => {
+  it("backs off doubling with jitter up to a ceiling, longer after 1008 or 1013, and from the start after a message", async () => {
     ScriptedSocket.opened = [];
-    const watch = watchEvents("https://bounties.example.org/", {}, { WebSocket: ScriptedSocket, reconnectDelayMs: 40 });
-    ScriptedSocket.opened[0]!.onclose?.({ code: 1013 });
-    await later(100);
-    assert.equal(ScriptedSocket.opened.length, 1); // not yet: 200 ms
-    await later(250);
-    assert.equal(ScriptedSocket.opened.length, 2);
-    ScriptedSocket.opened[1]!.onclose?.({ code: 1006 });
-    await later(100);
-    assert.equal(ScriptedSocket.opened.length, 3); // 40 ms
+    const delays: [number, number][] = [];
+    const draws = [0, 0.5, 0.999, 0.5, 0.5, 0.5, 0.5];
+    const watch = watchEvents("https://bounties.example.org/", { onDisconnect: (code, delayMs) => delays.push([code, delayMs]) },
+      { WebSocket: ScriptedSocket, reconnectDelayMs: 4, maxReconnectDelayMs: 40, random: () => draws.shift() ?? 0.5 });
+    const dropNext = async (code: number): Promise<void> => {
+      ScriptedSocket.opened.at(-1)!.onclose?.({ code });
+      await later(60); // past the ceiling: the next connection is open
+    };
+    await dropNext(1006); // 4 ms at most, drawn at its half: 2
+    await dropNext(1006); // 8: 6
+    await dropNext(1013); // 16 x 5, within the ceiling: 40, drawn near its top
+    await dropNext(1006); // 32: 24
+    await dropNext(1006); // 64, within the ceiling: 30
+    ScriptedSocket.opened.at(-1)!.send({ type: "snapshot.complete", payload: { bounties: 0, submissions: 0, disputes: 0 }, seq: 1, position: "1.p" });
+    await dropNext(1006); // a healthy connection: from the start again, 3
+    await dropNext(1008); // 8 x 5: 30
     watch.close();
+    assert.deepEqual(delays.map(([code]) => code), [1006, 1006, 1013, 1006, 1006, 1006, 1008]);
+    const expected = [2, 6, 39.98, 24, 30, 3, 30];
+    delays.forEach(([, delay], i) => assert.ok(Math.abs(delay - expected[i]!) < 0.01, `${delay} != ${expected[i]}`));
+    assert.equal(ScriptedSocket.opened.length, 8);
   });
 
   it("makes the websocket address from the service's", () => {
