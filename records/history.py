@@ -23,7 +23,8 @@ import re
 from dataclasses import dataclass
 
 DIGEST_HEX = 32  # a digest's hex digits (128 bits of SHA-256)
-_POSITION = re.compile(rf"(0|[1-9][0-9]{{0,19}})\.([0-9a-f]{{{DIGEST_HEX}}})")
+MAX_SEQ = 2**63 - 1  # the largest seq a change log numbers (a PositiveBigIntegerField)
+_POSITION = re.compile(rf"(0|[1-9][0-9]{{0,18}})\.([0-9a-f]{{{DIGEST_HEX}}})")
 
 
 def genesis_digest(chain_id: int, contract_address: str) -> str:
@@ -59,7 +60,7 @@ class Position:
         integer from before positions named their history, or anything else): such a client
         gets a snapshot."""
         match = _POSITION.fullmatch(text)
-        return cls(int(match[1]), match[2]) if match else None
+        return cls(int(match[1]), match[2]) if match and int(match[1]) <= MAX_SEQ else None
 
 
 # Where a snapshot of no deployment is (none is indexed yet): a position no history holds, so a

@@ -125,7 +125,8 @@ def resume_point(since: str) -> int | None:
     deployment_id = active_deployment_id()
     if position is None or deployment_id is None:
         return None
-    return position.seq + 1 if changes_after(deployment_id, position, position.seq, 0) is not None else None
+    # Through the seq after it: the genesis is vouched for by the first change while it is held.
+    return position.seq + 1 if changes_after(deployment_id, position, position.seq + 1, 0) is not None else None
 
 
 class LiveFeed:
@@ -181,11 +182,14 @@ class LiveFeed:
         self.subscribers.discard(outbox)
 
     async def _resolve(self) -> None:
-        self.deployment_id = await database_sync_to_async(active_deployment_id)()
-        if self.deployment_id is not None:
+        # Both read before either is set: a client's stream cancelled between the reads (its
+        # client gone) must not leave a deployment without a cursor, which no read would ever move.
+        deployment_id = await database_sync_to_async(active_deployment_id)()
+        if deployment_id is not None:
             # Subscribers waiting for a new deployment need it from its first seq.
             at = genesis_position if self.subscribers else head_position
-            self.cursor = await database_sync_to_async(at)(self.deployment_id)
+            self.cursor = await database_sync_to_async(at)(deployment_id)
+        self.deployment_id = deployment_id
 
     async def _run(self) -> None:
         poll: float = settings.BOUNTY_WS_POLL_SECONDS

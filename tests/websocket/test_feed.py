@@ -1,0 +1,73 @@
+"""The process's feed (records.ws.feed) as its clients come and go: a client that goes away while
+the feed is finding its deployment and position (its stream cancelled between the two reads)
+leaves the feed serving every client after it; a client whose snapshot came before the first
+change resumes from the genesis with every change."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from typing import Any
+
+import orjson
+import pytest
+from channels.db import database_sync_to_async
+
+from records.history import Position
+from records.selectors import genesis_position, head_position
+from records.ws import feed
+from records.ws.messages import MessageBatch
+from records.ws.outbox import Outbox
+from tests.factories import make_deployment
+from tests.history import append_changes, updates
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+async def _nothing(batch: MessageBatch) -> None:
+    raise AssertionError("a client at the head is sent nothing on subscribing")
+
+
+def test_a_client_gone_while_the_feed_finds_its_position_leaves_the_feed_serving(
+        monkeypatch: pytest.MonkeyPatch, settings: Any) -> None:
+    deployment = make_deployment()
+    settings.BOUNTY_CHAIN_ID, settings.BOUNTY_CONTRACT_ADDRESS = deployment.chain_id, deployment.contract_address
+    reading, answer = threading.Event(), threading.Event()
+
+    def held_head_position(deployment_id: int) -> Position:
+        reading.set()
+        answer.wait(10)
+        return head_position(deployment_id)
+
+    monkeypatch.setattr(feed, "head_position", held_head_position)
+    live = feed.LiveFeed()
+    live.start = lambda: None  # type: ignore[method-assign]  # no polling and listening tasks: the test drives it
+
+    async def scenario() -> tuple[Position, MessageBatch]:
+        first = asyncio.create_task(live.subscribe(Outbox(1, lambda: None), _nothing))
+        await asyncio.to_thread(reading.wait, 10)  # the feed has its deployment, not yet its position
+        first.cancel()  # its client went away
+        with contextlib.suppress(asyncio.CancelledError):
+            await first
+        answer.set()
+        outbox = Outbox(1, lambda: None)
+        await live.subscribe(outbox, _nothing)
+        position = await database_sync_to_async(append_changes)(deployment, updates(1))
+        await live._advance()
+        return position, await asyncio.wait_for(outbox.get(), timeout=5)
+
+    position, batch = asyncio.run(scenario())
+    assert [orjson.loads(text) for text in batch.texts] == [
+        {"type": "bounty.updated", "payload": {"id": 1}, "seq": 1, "position": str(position)}]
+    assert live.cursor == position
+
+
+def test_a_client_whose_snapshot_came_before_the_first_change_resumes_from_the_genesis(settings: Any) -> None:
+    deployment = make_deployment()
+    settings.BOUNTY_CHAIN_ID, settings.BOUNTY_CONTRACT_ADDRESS = deployment.chain_id, deployment.contract_address
+    genesis = str(genesis_position(deployment.pk))  # what its snapshot.complete said
+    assert feed.resume_point(genesis) == 1
+    append_changes(deployment, updates(1, 2))
+    assert feed.resume_point(genesis) == 1
+    assert [seq for seq, _, _ in feed.read_after(deployment.pk, genesis_position(deployment.pk))] == [1, 2]
