@@ -532,12 +532,18 @@ def changes_after(deployment_id: int, after: Position, last: int, limit: int) ->
     this history cannot vouch for `after`: the entry at its seq has another digest (a position of
     another history), or is no longer held (pruned), or the position is past the newest change."""
     rows = changes_between(deployment_id, after.seq, last, limit + 1)
+    if not rows:
+        # None held from its seq on: the newest position (the genesis before the first change,
+        # or every entry pruned), or one this history does not reach. The newest is read after the
+        # entries, so a change committed in between is read again, not taken for another history.
+        if after == head_position(deployment_id):
+            return []
+        rows = changes_between(deployment_id, after.seq, last, limit + 1)
     if rows and rows[0].seq == after.seq:
         return rows[1:] if rows[0].digest == after.digest else None
     if after.seq == 0 and rows and rows[0].seq == 1:  # the genesis, while the first change is held
         return rows[:limit] if after == genesis_position(deployment_id) else None
-    # No entry at its seq: the newest change when every entry is pruned, or one no longer held.
-    return [] if not rows and after == head_position(deployment_id) else None
+    return None  # its own entry is no longer held (pruned), or it is past the newest change
 
 
 def changes_between(deployment_id: int, first: int, last: int, limit: int) -> list[Change]:

@@ -1,7 +1,8 @@
 """The process's feed (records.ws.feed) as its clients come and go: a client that goes away while
 the feed is finding its deployment and position (its stream cancelled between the two reads)
 leaves the feed serving every client after it; a client whose snapshot came before the first
-change resumes from the genesis with every change."""
+change resumes from the genesis with every change; the first change, committed while the feed
+reads at the genesis, is read, not taken for another history."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import orjson
 import pytest
 from channels.db import database_sync_to_async
 
+from records import selectors
 from records.history import Position
 from records.selectors import genesis_position, head_position
 from records.ws import feed
@@ -71,3 +73,22 @@ def test_a_client_whose_snapshot_came_before_the_first_change_resumes_from_the_g
     append_changes(deployment, updates(1, 2))
     assert feed.resume_point(genesis) == 1
     assert [seq for seq, _, _ in feed.read_after(deployment.pk, genesis_position(deployment.pk))] == [1, 2]
+
+
+def test_the_first_change_committed_while_the_feed_reads_at_the_genesis_is_read_not_taken_for_another_history(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # The feed finds no entry after the genesis, and reads the newest position to vouch for it:
+    # the indexer's first commit lands in between.
+    deployment = make_deployment()
+    genesis = genesis_position(deployment.pk)
+    committed: list[Position] = []
+
+    def head_after_a_commit(deployment_id: int) -> Position:
+        if not committed:
+            committed.append(append_changes(deployment, updates(1)))
+        return head_position(deployment_id)
+
+    monkeypatch.setattr(selectors, "head_position", head_after_a_commit)
+    changes = feed.read_after(deployment.pk, genesis)
+    assert [orjson.loads(text) for _, text, _ in changes] == [
+        {"type": "bounty.updated", "payload": {"id": 1}, "seq": 1, "position": str(committed[0])}]
