@@ -24,6 +24,7 @@ from websockets.sync.client import ClientConnection
 
 from contracts.devchain import free_port
 from indexer.models import AppliedLog, ChangeLogEntry, SyncState
+from records.history import Position
 from records.models import Bounty, Deployment
 from tests.chain import Chain
 from tests.indexer.conftest import process_env
@@ -98,14 +99,14 @@ def health_roles(server: Server) -> list[str]:
     return [process["role"] for process in json.loads(body)["indexer"]["processes"]]
 
 
-def live_seqs(client: ClientConnection, through: int) -> list[int]:
-    """The seqs of the live messages a client receives, up to `through`."""
-    seqs: list[int] = []
-    while not seqs or seqs[-1] < through:
+def live_positions(client: ClientConnection, through: int) -> list[tuple[int, str]]:
+    """The seq and position of each live message a client receives, up to seq `through`."""
+    received: list[tuple[int, str]] = []
+    while not received or received[-1][0] < through:
         message = receive(client, timeout=30)
         if not message.get("snapshot") and message["type"] != "snapshot.complete":
-            seqs.append(message["seq"])
-    return seqs
+            received.append((message["seq"], message["position"]))
+    return received
 
 
 def test_two_web_processes_and_a_standby_indexer_work_as_one_service(chain: Chain,
@@ -127,11 +128,12 @@ def test_two_web_processes_and_a_standby_indexer_work_as_one_service(chain: Chai
 
     clients = [open_client(server.url()) for server in (web_a, web_b)]
     try:
-        snapshot_seqs = []
+        snapshot_seqs, snapshot_positions = [], []
         for client in clients:
             while (message := receive(client))["type"] != "snapshot.complete":
                 pass
             snapshot_seqs.append(message["seq"])
+            snapshot_positions.append(message["position"])
         for n in range(3):
             create_bounty(chain, f"ipfs://before-the-kill-{n}")
         writer.process.send_signal(signal.SIGKILL)  # maybe mid-batch: nothing committed half-way
@@ -145,16 +147,20 @@ def test_two_web_processes_and_a_standby_indexer_work_as_one_service(chain: Chai
         tip = chain.w3.eth.block_number
         wait_until(lambda: SyncState.objects.get().last_indexed_block == tip)
         last_seq = SyncState.objects.get().last_seq
-        received = [live_seqs(client, last_seq) for client in clients]
+        received = [live_positions(client, last_seq) for client in clients]
     finally:
         for client in clients:
             client.close()
 
-    # Every live message once, in order, on both processes.
+    # Every live message once, in order, on both processes, each at its position in the one
+    # history both writers continued (records.history).
     assert snapshot_seqs[0] == snapshot_seqs[1] and last_seq > snapshot_seqs[0]
+    assert snapshot_positions[0] == snapshot_positions[1]
     expected = list(range(snapshot_seqs[0] + 1, last_seq + 1))
-    assert received == [expected, expected]
-    assert ChangeLogEntry.objects.filter(seq__gt=snapshot_seqs[0]).count() == len(expected)
+    assert [[seq for seq, _ in positions] for positions in received] == [expected, expected]
+    logged = [(seq, str(Position(seq, digest or ""))) for seq, digest in
+              ChangeLogEntry.objects.filter(seq__gt=snapshot_seqs[0]).order_by("seq").values_list("seq", "digest")]
+    assert received == [logged, logged]
     # Nothing lost or applied twice.
     deployment = Deployment.objects.get()
     assert_mirror_equals_chain(chain.board, deployment)

@@ -2,7 +2,7 @@
 
 Reads every bounty, submission and dispute through the contract's view functions and the
 creating events' logs, and compares them field by field with the database; also checks the
-exactly-once ledger and the change log's sequence.
+exactly-once ledger, the change log's sequence and its digests' chain (records.history).
 """
 
 from __future__ import annotations
@@ -10,9 +10,12 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from django.db.models import TextField
+from django.db.models.functions import Cast
 from web3.contract import Contract
 
 from indexer.models import AppliedLog, ChangeLogEntry, SyncState
+from records.history import genesis_digest, next_digest
 from records.models import Bounty, Deployment, Dispute, Submission
 from records.representation import bounty_json, dispute_json, record_body, submission_json
 from records.search import join_fields, search_fields
@@ -116,10 +119,24 @@ def assert_mirror_equals_chain(board: Contract, deployment: Deployment) -> None:
     seqs = list(ChangeLogEntry.objects.filter(deployment=deployment).order_by("seq").values_list("seq", flat=True))
     assert seqs == list(range(1, len(seqs) + 1)), "the change log has no gap and no repeat"
     assert SyncState.objects.get(deployment=deployment).last_seq == len(seqs)
+    assert_change_log_is_chained(deployment)
     assert_bodies_are_current(deployment)
     flags = Deployment.objects.filter(pk=deployment.pk).values(
         "bounty_in_chain_order", "submission_in_chain_order", "dispute_in_chain_order").get()
     assert all(flags.values()), f"records are in chain order (records.chronology): {flags}"
+
+
+def assert_change_log_is_chained(deployment: Deployment) -> None:
+    """Each change-log entry's digest is the one of its seq, type, block and payload as stored,
+    chained on the digest before it from the deployment's genesis (records.history, computed
+    here again), and the sync state's last_digest is the newest entry's."""
+    digest = genesis_digest(deployment.chain_id, deployment.contract_address)
+    entries = (ChangeLogEntry.objects.filter(deployment=deployment).order_by("seq")
+               .values_list("seq", "type", "block_number", Cast("payload", TextField()), "digest"))
+    for seq, type_, block_number, text, stored in entries:
+        digest = next_digest(digest, seq, type_, block_number, text.encode())
+        assert stored == digest, f"the digest of seq {seq} is not chained on the one before"
+    assert SyncState.objects.get(deployment=deployment).last_digest == (digest if entries else None)
 
 
 def assert_bodies_are_current(deployment: Deployment) -> None:

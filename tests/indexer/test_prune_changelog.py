@@ -13,23 +13,28 @@ from django.core.management import CommandError, call_command
 from django.utils import timezone
 
 from indexer.changelog import Pruned, prune_change_log
-from indexer.models import ChangeLogEntry, SyncState
+from indexer.models import ChangeLogEntry
+from records.changes import MessageType
+from records.history import Position
 from records.models import Deployment
+from records.selectors import changes_between, genesis_position
 from records.ws import feed
 from tests.factories import make_deployment
+from tests.history import append_changes
 
 pytestmark = pytest.mark.django_db
 
 NOW = timezone.now()
 
 
-def _log(deployment: Deployment, ages_in_days: Sequence[float]) -> None:
-    """Entries of seqs 1, 2, ... written that many days ago."""
+def _log(deployment: Deployment, ages_in_days: Sequence[float]) -> dict[int, Position]:
+    """Entries of seqs 1, 2, ... as the indexer writes them, dated that many days ago; the
+    position after each, by seq."""
+    last = len(ages_in_days)
+    append_changes(deployment, [(MessageType.BOUNTY_CREATED, {"id": seq}, seq) for seq in range(1, last + 1)])
     for seq, age in enumerate(ages_in_days, start=1):
-        ChangeLogEntry.objects.create(deployment=deployment, seq=seq, type="bounty.created", payload={"id": seq},
-                                      block_number=seq)
         ChangeLogEntry.objects.filter(deployment=deployment, seq=seq).update(created_at=NOW - timedelta(days=age))
-    SyncState.objects.filter(deployment=deployment).update(last_seq=len(ages_in_days))
+    return {change.seq: change.position for change in changes_between(deployment.pk, 1, last, last)}
 
 
 def _seqs(deployment: Deployment) -> list[int]:
@@ -59,10 +64,15 @@ def test_it_deletes_in_batches_until_the_old_run_ends() -> None:
     assert _seqs(deployment) == [11]
 
 
-def test_everything_may_go() -> None:
+def test_the_newest_entry_stays_however_old_so_that_an_up_to_date_client_resumes(settings: object) -> None:
     deployment = make_deployment()
-    _log(deployment, [50, 50])
-    assert prune_change_log(NOW - timedelta(days=30)) == [Pruned(deployment.pk, 2, None)]
+    settings.BOUNTY_CHAIN_ID, settings.BOUNTY_CONTRACT_ADDRESS = (  # type: ignore[attr-defined]
+        deployment.chain_id, deployment.contract_address)
+    newest = _log(deployment, [50, 50])[2]
+    assert prune_change_log(NOW - timedelta(days=30)) == [Pruned(deployment.pk, 1, 2)]
+    assert _seqs(deployment) == [2]
+    append_changes(deployment, [(MessageType.BOUNTY_UPDATED, {"id": 1}, 3)])  # the first change in a month
+    assert feed.resume_point(str(newest)) == 3
 
 
 def test_the_command_keeps_the_configured_days_and_a_dry_run_deletes_nothing(settings: object) -> None:
@@ -77,7 +87,7 @@ def test_the_command_keeps_the_configured_days_and_a_dry_run_deletes_nothing(set
     settings.BOUNTY_CHANGELOG_KEEP_DAYS = 1  # type: ignore[attr-defined]
     out = StringIO()
     call_command("prune_changelog", stdout=out)
-    assert "deleted 1 entries" in out.getvalue() and "none left" in out.getvalue()
+    assert "deleted 0 entries" in out.getvalue() and "(oldest kept seq 3)" in out.getvalue()  # the newest stays
 
 
 def test_the_command_refuses_less_than_a_day() -> None:
@@ -90,11 +100,14 @@ def test_a_reader_of_pruned_seqs_is_told_they_are_gone_and_a_resume_from_there_g
     deployment = make_deployment()
     settings.BOUNTY_CHAIN_ID, settings.BOUNTY_CONTRACT_ADDRESS = (  # type: ignore[attr-defined]
         deployment.chain_id, deployment.contract_address)
-    _log(deployment, [40, 40, 1, 1])
-    assert feed.resume_point(0) == 1
+    positions = _log(deployment, [40, 40, 1, 1])
+    genesis = str(genesis_position(deployment.pk))
+    assert feed.resume_point(genesis) == 1
     prune_change_log(NOW - timedelta(days=30))
     with pytest.raises(feed.ChangesGone):
         feed.read_changes(deployment.pk, 1, 4)
     assert [seq for seq, _, _ in feed.read_changes(deployment.pk, 3, 4)] == [3, 4]
-    assert feed.resume_point(0) is None  # a snapshot instead
-    assert feed.resume_point(2) == 3
+    assert feed.resume_point(genesis) is None  # a snapshot instead
+    assert feed.resume_point(str(positions[2])) is None  # its own entry pruned: none vouches for it
+    assert feed.resume_point(str(positions[3])) == 4
+    assert feed.resume_point("3") is None  # a bare seq names no history: a snapshot

@@ -16,13 +16,15 @@ from django.core.cache import cache
 from django.db import transaction
 from websockets.sync.client import ClientConnection, connect
 
-from indexer.bulk import insert_rows
-from indexer.changelog import CHANGE_COLUMNS, advance_change_log
-from indexer.models import ChangeLogEntry, SyncState
-from records.changes import MessageType, notify_changes
+from indexer.models import SyncState
+from records.changes import MessageType
+from records.history import Position
 from records.models import Bounty, Deployment
+from records.representation import bounty_json
+from records.selectors import head_position
 from tests.chain import Chain
 from tests.factories import make_bounty, make_deployment
+from tests.history import append_changes
 from tests.indexer.conftest import process_env
 from tests.servers import PROJECT_DIR, Server, start_daphne, stop
 
@@ -68,21 +70,40 @@ def active(chain: Chain) -> Deployment:
 
 
 def commit_change(deployment: Deployment, kind: str, payload: dict[str, Any], count: int = 1) -> int:
-    """Appends `count` changes as the indexer does (the next seqs, in one transaction with last_seq)
-    and notifies the feeds after the commit; returns the last seq."""
+    """Appends `count` changes as the indexer does (tests.history.append_changes); returns the
+    last seq."""
+    return append_changes(deployment, [(MessageType(kind), payload, 1)] * count).seq
+
+
+def head(deployment: Deployment) -> str:
+    """The position after the deployment's newest change, as a client resumes from it (`?since=`)."""
+    return str(head_position(deployment.pk))
+
+
+def written_in_bulk(deployment: Deployment, **fields: Any) -> Bounty:
+    """A bounty as a bulk backfill writes it: without a change-log entry or a new seq (the factory's
+    bump of the seq is undone in the same transaction, so no server ever sees it)."""
     with transaction.atomic():
-        state = SyncState.objects.select_for_update().get(deployment=deployment)
-        insert_rows(ChangeLogEntry, CHANGE_COLUMNS,
-                    advance_change_log(deployment, state, [(MessageType(kind), payload, 1)] * count))
-        state.save(update_fields=["last_seq", "last_digest"])
-        transaction.on_commit(notify_changes)
-    return state.last_seq
+        seq = SyncState.objects.select_for_update().get(deployment=deployment).last_seq
+        bounty = make_bounty(deployment, **fields)
+        SyncState.objects.filter(deployment=deployment).update(last_seq=seq)
+    return bounty
+
+
+def logged_bounty(deployment: Deployment, **fields: Any) -> tuple[Bounty, Position]:
+    """A bounty as the indexer writes a new one: with its `bounty.created` entry, in one
+    transaction; the bounty and the position after its entry."""
+    with transaction.atomic():
+        bounty = written_in_bulk(deployment, **fields)
+        payload = bounty_json(bounty, chain_id=deployment.chain_id, contract_address=deployment.contract_address)
+        position = append_changes(deployment, [(MessageType.BOUNTY_CREATED, payload, bounty.block_number)])
+    return bounty, position
 
 
 def many_bounties(deployment: Deployment, count: int, **fields: Any) -> None:
     """`count` bounties with IDs 1..count, written in bulk (copies of one factory bounty, made
     with `fields`)."""
-    template = make_bounty(deployment, bounty_id=1, **fields)
+    template = written_in_bulk(deployment, bounty_id=1, **fields)
     fields = {f.attname: getattr(template, f.attname) for f in Bounty._meta.concrete_fields if f.attname != "id"}
     Bounty.objects.bulk_create([Bounty(**{**fields, "bounty_id": n}) for n in range(2, count + 1)], batch_size=2_000)
 

@@ -14,10 +14,9 @@ import pytest
 from websockets.exceptions import ConnectionClosedError
 from websockets.sync.client import ClientConnection
 
-from indexer.models import SyncState
 from records.models import Deployment
 from tests.servers import Server
-from tests.websocket.conftest import close_code, commit_change, open_client, receive, upgrade
+from tests.websocket.conftest import close_code, commit_change, head, open_client, receive, upgrade
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -43,9 +42,9 @@ def still_served(active: Deployment, *clients: ClientConnection) -> None:
 
 
 def client_of(server: Server, address: str, **options: Any) -> ClientConnection:
-    """A client of `address` (through the trusted proxy), following from the current seq: with
-    `since` its live messages start deterministically, with no snapshot to wait for."""
-    since = SyncState.objects.get().last_seq
+    """A client of `address` (through the trusted proxy), following from the current position:
+    with `since` its live messages start deterministically, with no snapshot to wait for."""
+    since = head(Deployment.objects.get())
     return open_client(server.url(f"?since={since}"), additional_headers={"X-Forwarded-For": address}, **options)
 
 

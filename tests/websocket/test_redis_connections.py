@@ -11,10 +11,9 @@ from urllib.parse import urlparse
 
 import pytest
 
-from indexer.models import SyncState
 from records.models import Deployment
 from tests.servers import Server, connections_to, descriptors
-from tests.websocket.conftest import commit_change, open_client, receive
+from tests.websocket.conftest import commit_change, head, open_client, receive
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -28,13 +27,13 @@ def test_a_web_process_holds_at_most_its_pool_of_redis_connections_whatever_its_
     server = servers(REDIS_URL=shared_redis, REDIS_MAX_CONNECTIONS=str(POOL),
                      BOUNTY_WS_MAX_CONNECTIONS_PER_CLIENT=str(CLIENTS))
     redis_port = urlparse(shared_redis).port or 6379
-    since = SyncState.objects.get(deployment=active).last_seq
     with contextlib.ExitStack() as stack:
-        first = stack.enter_context(open_client(server.url(f"?since={since}")))
+        first = stack.enter_context(open_client(server.url(f"?since={head(active)}")))
         seq = commit_change(active, "bounty.updated", {"id": 1})
         assert receive(first)["seq"] == seq
         before = len(descriptors(server.process.pid))
-        clients = [stack.enter_context(open_client(server.url(f"?since={seq}"))) for _ in range(CLIENTS - 1)]
+        since = head(active)
+        clients = [stack.enter_context(open_client(server.url(f"?since={since}"))) for _ in range(CLIENTS - 1)]
         seq = commit_change(active, "bounty.updated", {"id": 2})
         for client in [first, *clients]:  # each admitted (its Redis calls made) and following the feed
             assert receive(client)["seq"] == seq

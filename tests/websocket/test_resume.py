@@ -1,6 +1,7 @@
-"""Resuming /ws/events from any point: every snapshot message and the `snapshot.complete` that
-ends the snapshot carry the seq it is current at, and a `resync` (a bulk backfill's changes, not
-logged one by one) is followed by a new snapshot on the same connection."""
+"""Resuming /ws/events from any point: every snapshot message carries the seq it is current at, the
+`snapshot.complete` that ends the snapshot carries its position too (records.history), and a
+`resync` (a bulk backfill's changes, not logged one by one) is followed by a new snapshot on the
+same connection."""
 
 from __future__ import annotations
 
@@ -8,20 +9,18 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from django.db import transaction
 from django.test import override_settings
 
 from contracts.demo import seed_demo_activity
-from indexer.models import SyncState
 from indexer.sync import Indexer
 from records.models import Bounty, Deployment
 from records.representation import bounty_json
 from tests.chain import Chain
-from tests.factories import make_bounty
+from tests.history import append_changes, updates
 from tests.indexer.conftest import catch_up_to_head, config_for
 from tests.indexer.mirror import current
 from tests.servers import Server
-from tests.websocket.conftest import commit_change, open_client, receive, receive_n
+from tests.websocket.conftest import commit_change, head, open_client, receive, receive_n, written_in_bulk
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -31,29 +30,20 @@ def snapshot_of(deployment: Deployment, *bounty_ids: int) -> list[dict[str, Any]
                         contract_address=deployment.contract_address) for n in bounty_ids]
 
 
-def written_in_bulk(deployment: Deployment, bounty_id: int) -> None:
-    """A bounty as a bulk backfill writes it: without a change-log entry or a new seq (the factory's
-    bump of the seq is undone in the same transaction, so no server ever sees it)."""
-    with transaction.atomic():
-        seq = SyncState.objects.select_for_update().get(deployment=deployment).last_seq
-        make_bounty(deployment, bounty_id=bounty_id)
-        SyncState.objects.filter(deployment=deployment).update(last_seq=seq)
-
-
 def test_a_client_that_drops_after_the_snapshot_resumes_from_its_seq_without_gap_or_repeat(
     active: Deployment, servers: Callable[..., Server]
 ) -> None:
-    written_in_bulk(active, 1)  # every seq has its entry, as the indexer writes them
-    seen = commit_change(active, "bounty.updated", {"id": 1})
+    written_in_bulk(active, bounty_id=1)  # every seq has its entry, as the indexer writes them
+    seen = append_changes(active, updates(1))
     server = servers()
     with open_client(server.url()) as client:
         snapshot = receive_n(client, 2)
-    assert snapshot[0]["seq"] == seen and snapshot[0]["snapshot"] is True
-    assert snapshot[1] == {"type": "snapshot.complete", "seq": seen,
+    assert snapshot[0]["seq"] == seen.seq and snapshot[0]["snapshot"] is True
+    assert snapshot[1] == {"type": "snapshot.complete", "seq": seen.seq, "position": str(seen),
                            "payload": {"bounties": 1, "submissions": 0, "disputes": 0}}
-    missed = [commit_change(active, "bounty.updated", {"id": n}) for n in (2, 3)]
-    with open_client(server.url(f"?since={snapshot[1]['seq']}")) as client:
-        assert [m["seq"] for m in receive_n(client, 2)] == missed
+    missed = [append_changes(active, updates(n)) for n in (2, 3)]
+    with open_client(server.url(f"?since={snapshot[1]['position']}")) as client:
+        assert [m["position"] for m in receive_n(client, 2)] == [str(position) for position in missed]
         with pytest.raises(TimeoutError):
             client.recv(timeout=0.3)
 
@@ -61,30 +51,33 @@ def test_a_client_that_drops_after_the_snapshot_resumes_from_its_seq_without_gap
 def test_a_resync_sends_every_connected_client_a_new_snapshot_then_live_messages(
     active: Deployment, servers: Callable[..., Server]
 ) -> None:
-    written_in_bulk(active, 1)
+    written_in_bulk(active, bounty_id=1)
     server = servers()
     with open_client(server.url()) as first, open_client(server.url()) as second:
         for client in (first, second):
             assert [m["type"] for m in receive_n(client, 2)] == ["bounty.created", "snapshot.complete"]
-        written_in_bulk(active, 2)
-        resync = commit_change(active, "resync", {"from_block": 1, "to_block": 9})
+        written_in_bulk(active, bounty_id=2)
+        seq = commit_change(active, "resync", {"from_block": 1, "to_block": 9})
+        resync = head(active)
         for client in (first, second):
-            assert receive(client) == {"type": "resync", "seq": resync, "payload": {"from_block": 1, "to_block": 9}}
+            assert receive(client) == {"type": "resync", "seq": seq, "position": resync,
+                                       "payload": {"from_block": 1, "to_block": 9}}
             fresh = receive_n(client, 3)
             assert [m["payload"] for m in fresh[:2]] == snapshot_of(active, 1, 2)
-            assert all(m["snapshot"] is True and m["seq"] == resync for m in fresh[:2])
-            assert fresh[2] == {"type": "snapshot.complete", "seq": resync,
+            assert all(m["snapshot"] is True and m["seq"] == seq for m in fresh[:2])
+            assert fresh[2] == {"type": "snapshot.complete", "seq": seq, "position": resync,
                                 "payload": {"bounties": 2, "submissions": 0, "disputes": 0}}
-        live = commit_change(active, "bounty.updated", {"id": 2})
+        live = append_changes(active, updates(2))
         for client in (first, second):
-            assert receive(client) == {"type": "bounty.updated", "seq": live, "payload": {"id": 2}}
+            assert receive(client) == {"type": "bounty.updated", "seq": live.seq, "position": str(live),
+                                       "payload": {"id": 2}}
 
 
 def test_resuming_from_before_a_resync_gets_the_resync_and_a_snapshot_never_a_silent_gap(
     active: Deployment, servers: Callable[..., Server]
 ) -> None:
-    before = commit_change(active, "bounty.updated", {"id": 1})
-    written_in_bulk(active, 1)
+    before = append_changes(active, updates(1))
+    written_in_bulk(active, bounty_id=1)
     resync = commit_change(active, "resync", {"from_block": 1, "to_block": 9})
     server = servers()
     with open_client(server.url(f"?since={before}")) as client:

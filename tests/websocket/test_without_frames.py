@@ -15,8 +15,8 @@ from channels.testing import WebsocketCommunicator
 
 from records.routing import websocket_urlpatterns
 from records.ws import feed
-from tests.factories import make_bounty, make_deployment
-from tests.websocket.conftest import commit_change
+from tests.factories import make_deployment
+from tests.websocket.conftest import commit_change, head, logged_bounty
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -30,7 +30,9 @@ def test_every_message_is_its_own_text(monkeypatch: pytest.MonkeyPatch, settings
     monkeypatch.setattr(feed, "_feed", None)  # this event loop's own feed, not another test's
     deployment = make_deployment()
     settings.BOUNTY_CHAIN_ID, settings.BOUNTY_CONTRACT_ADDRESS = deployment.chain_id, deployment.contract_address
-    bounties = [make_bounty(deployment) for _ in range(3)]
+    bounties = [logged_bounty(deployment)[0] for _ in range(3)]
+
+    positions: list[str] = []
 
     async def scenario() -> list[dict[str, Any]]:
         communicator = WebsocketCommunicator(URLRouter(websocket_urlpatterns), "/ws/events")
@@ -39,6 +41,7 @@ def test_every_message_is_its_own_text(monkeypatch: pytest.MonkeyPatch, settings
         messages = [await _receive(communicator) for _ in range(4)]
         await database_sync_to_async(commit_change)(deployment, "bounty.updated", {"id": bounties[0].bounty_id})
         messages.append(await _receive(communicator))
+        positions.append(await database_sync_to_async(head)(deployment))
         await communicator.disconnect()
         return messages
 
@@ -47,4 +50,4 @@ def test_every_message_is_its_own_text(monkeypatch: pytest.MonkeyPatch, settings
         *[("bounty.created", True)] * 3, ("snapshot.complete", None), ("bounty.updated", None)]
     assert [m["payload"]["id"] for m in messages[:3]] == [b.bounty_id for b in bounties]
     assert messages[4] == {"type": "bounty.updated", "payload": {"id": bounties[0].bounty_id},
-                           "seq": messages[3]["seq"] + 1}
+                           "seq": messages[3]["seq"] + 1, "position": positions[0]}
