@@ -56,20 +56,6 @@ def test_since_delivers_exactly_the_missed_messages(active: Deployment, servers:
             client.recv(timeout=0.3)
 
 
-def test_a_bare_seq_gets_a_snapshot_where_its_position_would_resume(
-    active: Deployment, servers: Callable[..., Server]
-) -> None:
-    # What `?since=3` meant before positions named their history: no history is named, so no
-    # seq is taken on trust, even one the change log holds.
-    append_changes(active, updates(1, 2, 3, 4))
-    server = servers()
-    with open_client(server.url("?since=3")) as client:
-        complete = receive(client)
-        assert complete["type"] == "snapshot.complete" and complete["position"] == head(active)
-        position = append_changes(active, updates(5))
-        assert receive(client) == live(position, {"id": 5})
-
-
 @pytest.mark.parametrize("since", ["genesis", "pruned", "ahead", "0", "99", "-1", "x"])
 def test_since_out_of_the_change_log_gets_a_snapshot(
     active: Deployment, servers: Callable[..., Server], since: str
