@@ -33,6 +33,7 @@ import asyncio
 import base64
 import multiprocessing
 import os
+import re
 import resource
 import signal
 import socket
@@ -51,12 +52,14 @@ sys.path[:0] = [str(PROJECT_DIR)]
 
 import orjson  # noqa: E402
 
+from records.history import Position  # noqa: E402
 from tests.servers import connections_to, descriptors  # noqa: E402
 
 SECRET_KEY = "bench-ws-secret-key-0123456789-abcdefghijklmnopqrstuvwxyz-ABCDEFGHIJKL"
 CONTRACT = "0x" + "ab" * 20
 USDC = "0x" + "cd" * 20
 PAYLOAD = {"id": 1, "status": "open", "prompt": "x" * 300}
+_DIGITS = re.compile(rb"[0-9]+")
 
 FLOOR_SERVER = """
 import asyncio, sys, websockets
@@ -185,7 +188,7 @@ class LeanClient(asyncio.Protocol):
         self.buffer = buffer[position:]
         if received != self.received:
             if self.first_seq is not None:
-                seq = int(buffer[buffer.rindex(b'"seq":', 0, last) + 6:last - 1])
+                seq = int(_DIGITS.match(buffer, buffer.rindex(b'"seq":', 0, last) + 6)[0])  # type: ignore[index]
                 if seq != self.first_seq + received - 1:
                     self.done.set_exception(AssertionError(f"message {received} has seq {seq}"))
                     return
@@ -291,8 +294,8 @@ class ClientProcesses:
 
 def broadcast_daphne(pool: ClientProcesses, server: int, port: int, clients: int, changes: int) -> list[float]:
     """The first change (not measured) shows that every client is following the feed."""
-    since = current_seq()
-    pool.open(port, f"/ws/events?since={since}", clients, changes + 1, since + 1)
+    since = current_position()
+    pool.open(port, f"/ws/events?since={since}", clients, changes + 1, since.seq + 1)
     commit_burst(1)
     pool.wait()
     cpu = cpu_seconds(server), pool.cpu_seconds()
@@ -304,7 +307,7 @@ def broadcast_daphne(pool: ClientProcesses, server: int, port: int, clients: int
         pool.cpu_seconds() - cpu[1]
     print(f"  the commits took {burst * 1000:.0f} ms; meanwhile daphne used {user:.2f} s user + {system:.2f} s "
           f"system CPU, the client processes {clients_cpu:.2f} s", flush=True)
-    return [(received[seq - since - 1] - at) * 1000 for seq, at in committed.items()]
+    return [(received[seq - since.seq - 1] - at) * 1000 for seq, at in committed.items()]
 
 
 def broadcast_floor(pool: ClientProcesses, port: int, clients: int, changes: int) -> list[float]:
@@ -315,7 +318,8 @@ def broadcast_floor(pool: ClientProcesses, port: int, clients: int, changes: int
     with websockets.sync.client.connect(f"ws://127.0.0.1:{port}/control", ping_interval=None) as control:
         for seq in range(1, changes + 2):
             sent.append(time.perf_counter())
-            control.send(orjson.dumps({"type": "bounty.updated", "payload": PAYLOAD, "seq": seq}).decode())
+            control.send(orjson.dumps({"type": "bounty.updated", "payload": PAYLOAD, "seq": seq,
+                                       "position": f"{seq}.{'0' * 32}"}).decode())  # as long as the service's
             if seq == 1:
                 pool.wait()
         received = pool.arrivals()
@@ -325,8 +329,8 @@ def broadcast_floor(pool: ClientProcesses, port: int, clients: int, changes: int
 def resources(pool: ClientProcesses, server: int, port: int, clients: int, redis_port: int | None) -> tuple[int, int]:
     """The server's descriptors and Redis connections while `clients` clients follow the feed
     (each has received a first live message, so each was admitted, its Redis calls made)."""
-    since = current_seq()
-    pool.open(port, f"/ws/events?since={since}", clients, 2, since + 1)
+    since = current_position()
+    pool.open(port, f"/ws/events?since={since}", clients, 2, since.seq + 1)
     commit_burst(1)
     pool.wait()
     counted = len(descriptors(server)), connections_to(server, redis_port) if redis_port else 0
@@ -383,29 +387,33 @@ def seed(records: int) -> None:
 
 
 def commit_burst(changes: int) -> dict[int, float]:
-    """`changes` commits of one change each, as the indexer writes them; seq -> commit time."""
+    """`changes` commits of one change each, as the indexer writes them (indexer.changelog: the
+    next seq, its digest chained on the one before); seq -> commit time."""
     from django.db import transaction
 
+    from indexer.bulk import insert_rows
+    from indexer.changelog import CHANGE_COLUMNS, advance_change_log
     from indexer.models import ChangeLogEntry, SyncState
-    from records.changes import notify_changes
+    from records.changes import MessageType, notify_changes
 
     committed: dict[int, float] = {}
     for _ in range(changes):
         with transaction.atomic():
-            state = SyncState.objects.select_for_update().get()
-            state.last_seq += 1
-            ChangeLogEntry.objects.create(deployment_id=state.deployment_id, seq=state.last_seq,
-                                          type="bounty.updated", payload=PAYLOAD, block_number=1)
-            state.save(update_fields=["last_seq"])
+            state = SyncState.objects.select_for_update().select_related("deployment").get()
+            insert_rows(ChangeLogEntry, CHANGE_COLUMNS,
+                        advance_change_log(state.deployment, state, [(MessageType.BOUNTY_UPDATED, PAYLOAD, 1)]))
+            state.save(update_fields=["last_seq", "last_digest"])
         committed[state.last_seq] = time.perf_counter()
         notify_changes()
     return committed
 
 
-def current_seq() -> int:
+def current_position() -> Position:
+    """Where a client that has every change so far resumes (`?since=`)."""
     from indexer.models import SyncState
+    from records.selectors import head_position
 
-    return int(SyncState.objects.get().last_seq)
+    return head_position(SyncState.objects.values_list("deployment_id", flat=True).get())
 
 
 def main() -> None:
