@@ -31,7 +31,7 @@ from django.conf import settings
 
 from bountysite.redis_reach import FAILURES, REDIS, RETRY_SECONDS
 from records.changes import CHANGES_GROUP, MessageType
-from records.history import Position
+from records.history import MAX_SEQ, Position
 from records.metrics import WS_MESSAGES, WS_SLOWEST_QUEUE
 from records.selectors import (
     Change,
@@ -98,7 +98,7 @@ def read_changes(deployment_id: int, first: int, last: int) -> Changes:
 def read_after(deployment_id: int, after: Position) -> Changes:
     """The live messages after `after` (at most READ_CHUNK of them), in order, through the first
     `resync`. HistoryChanged if this change log cannot vouch for `after`."""
-    rows = changes_after(deployment_id, after, 2**63 - 1, READ_CHUNK)
+    rows = changes_after(deployment_id, after, MAX_SEQ, READ_CHUNK)
     if rows is None:
         raise HistoryChanged(after)
     return _messages(rows)
