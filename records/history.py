@@ -22,7 +22,7 @@ import hashlib
 import re
 from dataclasses import dataclass
 
-DIGEST_HEX = 32  # a digest's hex digits (128 bits of SHA-256)
+DIGEST_HEX = 32  # a digest's hex digits (128 bits)
 MAX_SEQ = 2**63 - 1  # the largest seq a change log numbers (a PositiveBigIntegerField)
 _POSITION = re.compile(rf"(0|[1-9][0-9]{{0,18}})\.([0-9a-f]{{{DIGEST_HEX}}})")
 
@@ -40,7 +40,9 @@ def next_digest(previous: str, seq: int, type_: str, block_number: int, payload:
 
 
 def _digest(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()[:DIGEST_HEX]
+    # BLAKE2b: a third cheaper than SHA-256 on a CPU without SHA instructions (the indexer hashes
+    # every payload it writes to the change log), and as sound for telling histories apart.
+    return hashlib.blake2b(data, digest_size=DIGEST_HEX // 2).hexdigest()
 
 
 @dataclass(frozen=True, slots=True)
