@@ -251,7 +251,10 @@ def _build_on_postgresql(jobs: list[list[str]], workers: int, stop: threading.Ev
         except BaseException as exc:  # raised in the caller's thread
             failures.append(exc)
 
-    threads = [threading.Thread(target=run, name=f"index-build-{n}") for n in range(min(workers, len(jobs)))]
+    # Daemons: one still waiting for a database that does not answer when the indexer stops must
+    # not hold up the process's exit (the server cancels its build once the process is gone).
+    threads = [threading.Thread(target=run, name=f"index-build-{n}", daemon=True)
+               for n in range(min(workers, len(jobs)))]
     for thread in threads:
         thread.start()
     while any(thread.is_alive() for thread in threads):

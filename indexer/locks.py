@@ -22,6 +22,7 @@ from typing import Any
 import psycopg
 from django.db import connections
 
+from indexer.sessions import connecting, own_session
 from records.dialect import dialect
 
 logger = logging.getLogger(__name__)
@@ -72,7 +73,9 @@ def _wait(stop: threading.Event, poll: float, what: str, first: list[bool], on_w
 def _advisory_lock(params: dict[str, Any], key: int, stop: threading.Event, poll: float,
                    on_wait: Callable[[], None]) -> Iterator[None]:
     params = {k: v for k, v in params.items() if k not in {"cursor_factory", "context"}}
-    with psycopg.connect(**params, autocommit=True) as conn:
+    with connecting(stop):  # a stop ends the attempt; once open, the session is one a stop may cut
+        session = own_session(psycopg.connect(**params, autocommit=True))
+    with session as conn:
         # The lock lives as long as this session. If the writer's host dies or is cut off, no FIN
         # reaches PostgreSQL: the server's TCP keepalives and user timeout for this session end
         # it, releasing the lock, within about LOCK_SESSION_TIMEOUT seconds instead of the

@@ -6,7 +6,8 @@ a request's retries: RetriesExhausted) is watched by `NodeOutage`: said in the l
 (bounty_indexer_node_unreachable_seconds), then asked again after a capped backoff for as long as
 the indexer runs. A database that goes away (a restart, a failover) is connected to again by
 `reconnect_database`, with a capped backoff too. Both backoffs are the client's formula
-(indexer.rpc.Backoff), waited whole; a stop request ends either wait at once (Stopped).
+(indexer.rpc.Backoff), waited whole; a stop request ends either wait at once (Stopped), and a
+connection attempt under way too (indexer.sessions.connecting).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from indexer.errors import RetriesExhausted, Stopped
 from indexer.metrics import IndexerMetrics
 from indexer.models import SyncState
 from indexer.rpc import Backoff, RpcClient
+from indexer.sessions import connecting
 from records.models import Deployment
 
 logger = logging.getLogger(__name__)
@@ -46,7 +48,8 @@ def reconnect_database(stop: threading.Event) -> None:
             with contextlib.suppress(Exception):
                 connections[alias].close()
         try:
-            connection.ensure_connection()
+            with connecting(stop):
+                connection.ensure_connection()
         except DATABASE_GONE:
             if stop.wait(DATABASE_BACKOFF.ceiling(tries)):
                 raise Stopped("stopped while the database did not answer") from None

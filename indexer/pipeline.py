@@ -22,6 +22,7 @@ from typing import Any, Generic, Protocol, TypeVar
 from django.db import connection, connections
 
 from indexer.errors import IndexerError
+from indexer.sessions import database_let_go, join_or_let_go
 from indexer.store import record_tables
 from records.kinds import Kind
 
@@ -49,9 +50,19 @@ class BatchWriter(Generic[_Work]):
         self._queue.put(prepared)
 
     def close(self) -> None:
-        self._queue.put(None)
-        self._thread.join()
-        self._raise()
+        """Waits for the batches submitted to be committed, and raises the first failure; unless a
+        stop lets go of the database meanwhile (indexer.sessions): a writer still waiting for it
+        then is left to end with the process."""
+        while True:
+            try:
+                self._queue.put(None, timeout=0.05)
+                break
+            except queue.Full:  # the writer waits for the database with a batch behind it
+                if database_let_go():
+                    return
+        join_or_let_go(self._thread)
+        if not self._thread.is_alive():
+            self._raise()
 
     def _raise(self) -> None:
         if self._failure is not None:

@@ -47,6 +47,7 @@ from indexer.realtime import Realtime
 from indexer.reorg import Reorganisations
 from indexer.reread import Rereads
 from indexer.rpc import Backoff, RpcClient
+from indexer.sessions import join_or_let_go
 from indexer.startup import check_node, find_start_block
 from records.models import Deployment
 
@@ -65,7 +66,7 @@ class Indexer:
                                     pacer=Pacer(max_concurrency=config.max_concurrency,
                                                 requests_per_second=config.requests_per_second),
                                     max_response_bytes=config.rpc_max_response_bytes,
-                                    max_retry_after=config.rpc_max_retry_after)
+                                    max_retry_after=config.rpc_max_retry_after, proxy=config.rpc_proxy)
         # An explorer that guides the historical phase (indexer.explorer): a budget of its own, and
         # a few tries at most before it is set aside, where the node is waited for as long as it takes.
         self.explorer = RpcClient(config.explorer_url, timeout=config.rpc_timeout, stop=self.stop,
@@ -73,7 +74,8 @@ class Indexer:
                                   pacer=Pacer(max_concurrency=2,
                                               requests_per_second=config.explorer_requests_per_second),
                                   patient=False, max_response_bytes=config.rpc_max_response_bytes,
-                                  max_retry_after=config.rpc_max_retry_after) if config.explorer_url else None
+                                  max_retry_after=config.rpc_max_retry_after,
+                                  proxy=config.explorer_proxy) if config.explorer_url else None
         self.metrics = IndexerMetrics(config.chain_id, config.contract_address)
         self._deployment: Deployment | None = None
         self.processes = ProcessRegistry()  # this process in /health's list
@@ -87,6 +89,7 @@ class Indexer:
         self._pid = os.getpid()
         self._tip_unchecked = True  # the indexed tip must be compared with the chain before reading on
         self._inconsistent_at: int | None = None  # the indexed tip when an event lacked its record
+        self._database_gone = False  # between the database's going away and its answering again
 
     @property
     def start_block(self) -> int:
@@ -180,7 +183,9 @@ class Indexer:
         except (Stopped, LockWaitInterrupted) as stopped:
             logger.info("%s", stopped)
         finally:
-            if self._deployment is not None:
+            # Not asked of a database that went away: the next process's first announcement
+            # deletes the row once stale.
+            if self._deployment is not None and not self._database_gone:
                 self.processes.leave(self._deployment)
         logger.info("indexer stopped")
 
@@ -212,7 +217,9 @@ class Indexer:
         self._tip_unchecked = True
         self.realtime.headers.clear()
         self.processes.forget_role()
+        self._database_gone = True
         reconnect_database(self.stop)
+        self._database_gone = False
         logger.warning("the database answers again; taking the writer lock again")
 
     def _follow(self) -> None:
@@ -232,8 +239,11 @@ class Indexer:
                     builder = self.index_builder.start(self.deployment)
                 self.stop.wait(self.clock.wait())  # until the next poll (indexer.clock.BlockClock)
         finally:
+            # A stop cancels the build (indexer.indexes); a build still waiting for a database that
+            # does not answer once the stop lets go of it ends with the process (the next start
+            # builds the rest).
             if builder is not None:
-                builder.join()
+                join_or_let_go(builder)
 
     def _announce(self, role: IndexerRole) -> None:
         self.processes.announce(self.deployment, role)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import logging
 import signal
 import threading
 from typing import Any
@@ -13,9 +14,12 @@ from django.db import DatabaseError, connection
 from django.db.migrations.executor import MigrationExecutor
 
 from indexer.config import IndexerConfig
-from indexer.errors import IndexerError, RpcError
+from indexer.errors import IndexerError, RpcError, Stopped
 from indexer.rpc import interrupt_wait
+from indexer.sessions import connecting, interrupt_connecting, let_go_on_stop
 from indexer.sync import Indexer
+
+logger = logging.getLogger(__name__)
 
 
 class Command(BaseCommand):
@@ -28,20 +32,26 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         stop = threading.Event()
+        stopped = threading.Event()
 
         def on_signal(signum: int, frame: object) -> None:
-            # Every wait of the indexer watches `stop`, except a wait for the node's answer,
-            # which only an exception raised here ends (indexer.rpc, interrupt_wait). Once set,
-            # `stop` is not set again: Event.set takes a lock the interrupted code may hold.
+            # Every wait of the indexer watches `stop`, except a wait for the node's answer and a
+            # connection attempt to the database, which only an exception raised here ends
+            # (indexer.rpc, interrupt_wait; indexer.sessions, interrupt_connecting). Once set, `stop`
+            # is not set again: Event.set takes a lock the interrupted code may hold.
             if stop.is_set():
                 return
             stop.set()
             interrupt_wait()
+            interrupt_connecting()
 
         for signum in (signal.SIGINT, signal.SIGTERM):
             signal.signal(signum, on_signal)
-        require_migrated_database()
+        # What is under way on the database when a stop comes gets DATABASE_STOP_PATIENCE to end:
+        # then the sessions are cut, so that a database that does not answer holds nothing up.
+        let_go_on_stop(stop, stopped)
         try:
+            require_migrated_database(stop)
             indexer = Indexer(IndexerConfig.from_settings(), stop=stop)
             port: int | None = options["metrics_port"] or settings.BOUNTY_INDEXER_METRICS_PORT
             if port is not None:  # served by a daemon thread, which ends with the process
@@ -51,17 +61,24 @@ class Command(BaseCommand):
                 except OSError as exc:
                     raise CommandError(f"cannot serve the metrics on {address} port {port}: {exc}") from exc
             indexer.run()
+        except Stopped as stopped_early:  # before the indexer ran: connecting to the database
+            logger.info("%s", stopped_early)
+            logger.info("indexer stopped")
         except (IndexerError, RpcError) as exc:
             raise CommandError(str(exc)) from exc
+        finally:
+            stopped.set()
         # The process exits now: the interpreter's last garbage collection would walk the whole
         # heap (Django, web3: 0.5-1 s of a stop's second) to free what the exit frees anyway.
         gc.freeze()
 
 
-def require_migrated_database() -> None:
+def require_migrated_database(stop: threading.Event) -> None:
     """Stops with what to do when the database cannot be reached or lacks the service's tables,
     instead of the first query's traceback."""
     try:
+        with connecting(stop):
+            connection.ensure_connection()
         executor = MigrationExecutor(connection)
         unapplied = executor.migration_plan(executor.loader.graph.leaf_nodes())
     except DatabaseError as exc:

@@ -1,0 +1,203 @@
+"""A TCP proxy on loopback in front of a server (PostgreSQL, for the tests of an indexer whose
+database goes away), which the test switches between forwarding and the ways a server is lost:
+
+- `refuse()`: its port refuses connections and the open ones are closed, as a server stopped;
+- `blackhole()`: connections are accepted and nothing more is ever answered, on the new ones and
+  the open ones alike, as a host that died or was cut off by the network (no FIN, no RST);
+- `cut()`: the open connections are reset (RST), as a server killed mid-transaction or mid-commit;
+- `blackhole_after(needle)`: forwards until a client sends bytes holding `needle` (a statement:
+  `COMMIT`, `COPY`), which reach the server, then turns into a blackhole: the server did the work
+  and its answer never comes, as with a host lost mid-commit;
+- `forward()`: back to forwarding. The connections a blackhole held are closed: the server sees
+  them end (and a session's advisory lock go), as its keepalives would find in the end.
+
+One thread runs it all over a selector; each switch returns once that thread has applied it, so
+that what the test does next meets the new behaviour.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import queue
+import selectors
+import socket
+import struct
+import threading
+from collections.abc import Callable
+from typing import Self
+
+from contracts.devchain import free_port
+
+FORWARD, REFUSE, BLACKHOLE = "forward", "refuse", "blackhole"
+
+
+class FaultyProxy:
+    def __init__(self, upstream_host: str, upstream_port: int) -> None:
+        self.upstream = (upstream_host, upstream_port)
+        self.port = free_port()
+        self.mode = FORWARD
+        self.accepted = 0  # connections accepted, in every mode
+        self._selector = selectors.DefaultSelector()
+        self._listener: socket.socket | None = None
+        # Each open socket, the client's and the server's side of a connection, to the other side
+        # (None: a connection accepted in a blackhole, which has no server's side).
+        self._peers: dict[socket.socket, socket.socket | None] = {}
+        self._clients: set[socket.socket] = set()  # the clients' sides
+        self._needle: bytes | None = None  # blackhole_after's
+        self._needle_met = threading.Event()
+        self._commands: queue.SimpleQueue[tuple[Callable[[], None], threading.Event]] = queue.SimpleQueue()
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._running = True
+        self._thread = threading.Thread(target=self._serve, name="faulty proxy", daemon=True)
+
+    def __enter__(self) -> Self:
+        self._listen()
+        self._selector.register(self._wake_r, selectors.EVENT_READ)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.refuse()
+        self._running = False
+        self._wake_w.send(b"x")
+        self._thread.join(5)
+        self._selector.close()
+        self._wake_r.close()
+        self._wake_w.close()
+
+    # ------------------------------------------------------------------ what the test switches
+
+    def forward(self) -> None:
+        def apply() -> None:
+            if self.mode == BLACKHOLE:
+                self._close_all()
+            self.mode = FORWARD
+            if self._listener is None:
+                self._listen()
+        self._apply(apply)
+
+    def refuse(self) -> None:
+        def apply() -> None:
+            self.mode = REFUSE
+            if self._listener is not None:
+                self._selector.unregister(self._listener)
+                self._listener.close()
+                self._listener = None
+            self._close_all()
+        self._apply(apply)
+
+    def blackhole(self) -> None:
+        def apply() -> None:
+            self.mode = BLACKHOLE
+            if self._listener is None:
+                self._listen()
+        self._apply(apply)
+
+    def cut(self) -> None:
+        """Resets every open connection, both sides (the mode stays)."""
+        self._apply(lambda: self._close_all(reset=True))
+
+    def blackhole_after(self, needle: bytes) -> threading.Event:
+        """The blackhole from the first bytes a client sends holding `needle`, those forwarded;
+        the Event returned is set then."""
+        def apply() -> None:
+            self._needle = needle
+            self._needle_met.clear()
+        self._apply(apply)
+        return self._needle_met
+
+    # ------------------------------------------------------------------ the proxy's thread
+
+    def _apply(self, command: Callable[[], None]) -> None:
+        done = threading.Event()
+        self._commands.put((command, done))
+        self._wake_w.send(b"x")
+        if not done.wait(10):
+            raise RuntimeError("the proxy did not apply the switch")
+
+    def _listen(self) -> None:
+        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", self.port))
+        listener.listen(64)
+        listener.setblocking(False)
+        self._listener = listener
+        self._selector.register(listener, selectors.EVENT_READ)
+
+    def _close(self, sock: socket.socket, reset: bool = False) -> None:
+        if sock not in self._peers:  # closed already
+            return
+        del self._peers[sock]
+        self._clients.discard(sock)
+        with contextlib.suppress(KeyError, ValueError):
+            self._selector.unregister(sock)
+        if reset:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        sock.close()
+
+    def _close_all(self, reset: bool = False) -> None:
+        for sock in list(self._peers):
+            self._close(sock, reset)
+
+    def _accept(self) -> None:
+        assert self._listener is not None
+        try:
+            client, _ = self._listener.accept()
+        except BlockingIOError:
+            return
+        self.accepted += 1
+        client.setblocking(False)
+        upstream: socket.socket | None = None
+        if self.mode == FORWARD:
+            try:
+                upstream = socket.create_connection(self.upstream, timeout=5)
+            except OSError:
+                client.close()
+                return
+            upstream.setblocking(False)
+            self._peers[upstream] = client
+            self._selector.register(upstream, selectors.EVENT_READ)
+        self._peers[client] = upstream
+        self._clients.add(client)
+        self._selector.register(client, selectors.EVENT_READ)
+
+    def _pump(self, sock: socket.socket) -> None:
+        try:
+            data = sock.recv(65536)
+        except OSError:
+            data = b""
+        peer = self._peers.get(sock)
+        if not data:  # that side closed: so does the other, unless nothing is told in a blackhole
+            self._close(sock)
+            if peer is not None and self.mode != BLACKHOLE:
+                self._close(peer)
+            return
+        if self.mode != FORWARD or peer is None or peer not in self._peers:
+            return  # swallowed, never answered
+        try:
+            peer.setblocking(True)
+            peer.sendall(data)
+            peer.setblocking(False)
+        except OSError:
+            self._close(sock)
+            self._close(peer)
+            return
+        if self._needle is not None and sock in self._clients and self._needle in data:
+            self._needle = None
+            self.mode = BLACKHOLE
+            self._needle_met.set()
+
+    def _serve(self) -> None:
+        while self._running:
+            for key, _ in self._selector.select(timeout=0.5):
+                sock = key.fileobj
+                if sock is self._wake_r:
+                    self._wake_r.recv(4096)
+                    while not self._commands.empty():
+                        command, done = self._commands.get()
+                        command()
+                        done.set()
+                elif sock is self._listener:
+                    self._accept()
+                elif isinstance(sock, socket.socket) and sock in self._peers:
+                    self._pump(sock)
