@@ -1,5 +1,6 @@
 """A TCP proxy on loopback in front of a server (PostgreSQL, for the tests of an indexer whose
-database goes away), which the test switches between forwarding and the ways a server is lost:
+database goes away, and of a standby that lags and is promoted), which the test switches between
+forwarding and the ways a server is lost:
 
 - `refuse()`: its port refuses connections and the open ones are closed, as a server stopped;
 - `blackhole()`: connections are accepted and nothing more is ever answered, on the new ones and
@@ -9,7 +10,8 @@ database goes away), which the test switches between forwarding and the ways a s
   `COMMIT`, `COPY`), which reach the server, then turns into a blackhole: the server did the work
   and its answer never comes, as with a host lost mid-commit;
 - `forward()`: back to forwarding. The connections a blackhole held are closed: the server sees
-  them end (and a session's advisory lock go), as its keepalives would find in the end.
+  them end (and a session's advisory lock go), as its keepalives would find in the end;
+- `retarget(host, port)`: new connections to another server, the open ones reset (a failover).
 
 One thread runs it all over a selector; each switch returns once that thread has applied it, so
 that what the test does next meets the new behaviour.
@@ -96,6 +98,14 @@ class FaultyProxy:
     def cut(self) -> None:
         """Resets every open connection, both sides (the mode stays)."""
         self._apply(lambda: self._close_all(reset=True))
+
+    def retarget(self, host: str, port: int) -> None:
+        """New connections go to `host:port`, and the open ones are reset: a virtual address moved
+        to another server (a promoted standby), as a failover moves it."""
+        def apply() -> None:
+            self.upstream = (host, port)
+            self._close_all(reset=True)
+        self._apply(apply)
 
     def blackhole_after(self, needle: bytes) -> threading.Event:
         """The blackhole from the first bytes a client sends holding `needle`, those forwarded;

@@ -35,11 +35,11 @@ from websockets.sync.client import connect
 from contracts.devchain import DevDeployment
 from tests.chain import Chain
 from tests.contracts.scenario import board, make_bounty, make_dispute, make_submission, resolve
+from tests.faulty_proxy import FaultyProxy
 from tests.indexer.conftest import process_env
 from tests.indexer.test_run_indexer_command import wait_until
 from tests.indexer.test_stopping import STOP_WITHIN
 from tests.servers import PROJECT_DIR, Server, ThrowawayPostgres, start_daphne, stop
-from tests.tcp_proxy import TcpProxy
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -353,8 +353,8 @@ class Listening(threading.Thread):
 
 def test_clients_resume_exactly_after_a_lagging_standby_is_promoted(chain: Chain, cluster: ThrowawayPostgres,
                                                                    tmp_path: Path) -> None:
-    with (ThrowawayPostgres() as primary, TcpProxy("127.0.0.1", primary.port) as replication,
-          TcpProxy("127.0.0.1", primary.port) as address):
+    with (ThrowawayPostgres() as primary, FaultyProxy("127.0.0.1", primary.port) as replication,
+          FaultyProxy("127.0.0.1", primary.port) as address):
         primary.restore(cluster.dump(TEMPLATE))  # migrated
         with (ThrowawayPostgres(standby_of=replication.port) as standby,
               running(chain, tmp_path, f"postgres://postgres@127.0.0.1:{address.port}/bounty") as service):
