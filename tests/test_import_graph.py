@@ -14,7 +14,7 @@ PROJECT_DIR = Path(__file__).resolve().parent.parent
 RECORDS_DATA = frozenset({
     "records", "records.apps", "records.models", "records.fields", "records.representation", "records.search",
     "records.changes", "records.bodies", "records.chronology", "records.merged_order", "records.kinds",
-    "records.snapshot", "records.dialect",
+    "records.snapshot", "records.dialect", "records.history",
 })
 INDEXER_READ_BY_RECORDS = frozenset({"indexer.models", "indexer.health"})
 
