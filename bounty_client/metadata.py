@@ -228,14 +228,18 @@ _NOT_NESTING: Final = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"?|[^"\[\]{}]+', re.DO
 _NESTING: Final = {"[": 1, "{": 1, "]": -1, "}": -1}
 
 
-def _too_deep(text: str) -> bool:
-    """Whether arrays and objects in `text` nest deeper than MAX_INLINE_JSON_DEPTH, found in one
-    pass without parsing: exact for JSON; for anything else it counts at least as deep as a
-    parser would go before failing."""
+def nests_deeper_than(text: str | bytes | bytearray, limit: int) -> bool:
+    """Whether arrays and objects in `text` nest deeper than `limit`, found in one pass without
+    parsing: exact for JSON; for anything else it counts at least as deep as a parser would go
+    before failing. Bytes are read as Latin-1, one character a byte: the brackets, quotes and
+    backslashes it looks for are ASCII, so any encoding of JSON (or bytes that are none) scans
+    alike. The one scanner of the server and the clients (the indexer's node answers use it too)."""
+    if not isinstance(text, str):
+        text = bytes(text).decode("latin-1")
     brackets = _NOT_NESTING.sub("", text)
-    if brackets.count("[") + brackets.count("{") <= MAX_INLINE_JSON_DEPTH:
+    if brackets.count("[") + brackets.count("{") <= limit:
         return False
-    return max(accumulate(map(_NESTING.__getitem__, brackets))) > MAX_INLINE_JSON_DEPTH
+    return max(accumulate(map(_NESTING.__getitem__, brackets))) > limit
 
 
 def parse_json(text: str) -> JsonValue:
@@ -247,7 +251,7 @@ def parse_json(text: str) -> JsonValue:
     `MAX_INLINE_JSON_DEPTH` (checked before parsing, so that no depth reaches Python's recursion
     limit).
     """
-    if _too_deep(text):
+    if nests_deeper_than(text, MAX_INLINE_JSON_DEPTH):
         raise ValueError(f"arrays and objects nest deeper than {MAX_INLINE_JSON_DEPTH}")
     parsed: JsonValue = json.loads(text, parse_constant=_refuse_constant, parse_int=_parse_int)
     return parsed

@@ -50,6 +50,7 @@ import httpcore
 import httpx
 import orjson
 
+from bounty_client.metadata import nests_deeper_than
 from indexer.errors import (
     BatchTooLarge,
     NodeBehind,
@@ -259,23 +260,6 @@ class Backoff:
 # raise RecursionError wherever it is shown. orjson parses at most 1,024 levels and serialises at
 # most 254, which checks it in C: a walk in Python costs as much as the parse.
 MAX_DEPTH = 254
-_BRACKETS_AND_STRINGS = re.compile(rb'[\[\]{}]|"(?:[^"\\]|\\.)*"')
-_OPENERS, _CLOSERS = frozenset(b"[{"), frozenset(b"]}")
-
-
-def _nesting(body: bytes | bytearray) -> int:
-    """The deepest nesting of a JSON text's arrays and objects, brackets in strings aside."""
-    depth = deepest = 0
-    for match in _BRACKETS_AND_STRINGS.finditer(body):
-        byte = body[match.start()]
-        if byte in _OPENERS:
-            depth += 1
-            deepest = max(deepest, depth)
-        elif byte in _CLOSERS:
-            depth -= 1
-    return deepest
-
-
 def _malformed(why: str, body: bytes | bytearray) -> TransientRpcError:
     return TransientRpcError(f"the answer is {why} ({len(body)} bytes)", kind="malformed")
 
@@ -288,7 +272,7 @@ def _loads(body: bytes | bytearray) -> Any:
     try:
         answer = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
-        if _nesting(body) > MAX_DEPTH:
+        if nests_deeper_than(body, MAX_DEPTH):
             raise _malformed(f"nested deeper than {MAX_DEPTH} levels", body) from exc
         try:
             return json.loads(body)
