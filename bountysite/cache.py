@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from django.core.cache import caches
-from django.core.cache.backends.base import BaseCache
+from django.core.cache.backends.base import DEFAULT_TIMEOUT, BaseCache
 from django.core.cache.backends.locmem import LocMemCache
 from django.core.cache.backends.redis import RedisCache as DjangoRedisCache
 from django.core.cache.backends.redis import RedisCacheClient
@@ -235,6 +235,33 @@ class RedisCache(DjangoRedisCache):
                 pipe.execute()
 
         _without_redis(None, remove)
+
+
+class LocalCache(LocMemCache):
+    """The cache without Redis (the dev server, the SQLite test run): this process's memory,
+    storing values as Redis does here, through PlainValues, so that a value the service could not
+    cache in production (anything but bytes, text and integers) fails here too rather than being
+    pickled."""
+
+    serializer = PlainValues()
+
+    def add(self, key: Any, value: Any, timeout: Any = DEFAULT_TIMEOUT, version: int | None = None) -> bool:
+        return super().add(key, self.serializer.dumps(value), timeout, version)
+
+    def set(self, key: Any, value: Any, timeout: Any = DEFAULT_TIMEOUT, version: int | None = None) -> None:
+        super().set(key, self.serializer.dumps(value), timeout, version)
+
+    def get(self, key: Any, default: Any = None, version: int | None = None) -> Any:
+        value = super().get(key, _MISSING, version)
+        if value is _MISSING:
+            return default
+        if isinstance(value, bytes):
+            loaded = self.serializer.loads(value)
+            return default if loaded is None else loaded
+        return value
+
+
+_MISSING = object()
 
 
 def redis_answers() -> bool | None:

@@ -172,7 +172,8 @@ if REDIS_URL:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {
         "hosts": [{"address": REDIS_URL, "socket_connect_timeout": REDIS_TIMEOUT_SECONDS}]}}}
 else:
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+    # Stores values as the Redis cache does (bountysite.cache.PlainValues), so what fails there fails here.
+    CACHES = {"default": {"BACKEND": "bountysite.cache.LocalCache"}}
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 
 # ---------------------------------------------------------------- the bounty deployment

@@ -1,6 +1,7 @@
 """The response cache in Redis holds no pickles, through a real daphne and a real Redis: bodies,
 ETags and counts are stored as themselves (bountysite.cache.PlainValues), and a pickle written into
-Redis by anyone who can reach it is read as a miss, never run."""
+Redis by anyone who can reach it is read as a miss, never run. Without Redis (the dev server, the
+SQLite test run) the cache stores values the same way, so what Redis would refuse fails there too."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 import redis
 
+from bountysite.cache import LocalCache
 from records.models import Deployment
 from tests.factories import ACTIVE_CONTRACT, ACTIVE_USDC, make_bounty
 from tests.servers import Server, ThrowawayRedis, database_url, start_daphne, stop
@@ -91,3 +93,17 @@ def test_a_pickle_planted_in_redis_is_a_miss_and_never_runs(cached: tuple[Server
     assert {path: answer[:2] for path, answer in again.items()} == {path: answer[:2] for path, answer in first.items()}
     assert not proof.exists()
     assert [key for key, value in stored_values(store).items() if value == planted] == []  # stored afresh
+
+
+def test_without_redis_the_cache_refuses_what_redis_would_and_keeps_what_it_keeps() -> None:
+    cache = LocalCache("test-local-cache", {})
+    cache.set("body", b"[1]")
+    cache.set("tag", 'W/"x"')
+    cache.add("count", 1)
+    assert (cache.get("body"), cache.get("tag"), cache.incr("count")) == (b"[1]", 'W/"x"', 2)
+    assert cache.get("missing", 7) == 7
+    assert cache.get_many(["body", "tag"]) == {"body": b"[1]", "tag": 'W/"x"'}
+    with pytest.raises(TypeError, match="the cache stores bytes, str and int, not dict"):
+        cache.set("record", {"id": 1})
+    with pytest.raises(TypeError, match="not list"):
+        cache.set_many({"records": [1]})
