@@ -8,6 +8,7 @@ lists every variable.
 
 from __future__ import annotations
 
+import os
 import tomllib
 from datetime import timedelta
 from pathlib import Path
@@ -259,13 +260,15 @@ BOUNTY_WS_MAX_BACKLOG = env_int("BOUNTY_WS_MAX_BACKLOG", 10_000, minimum=1)  # l
 BOUNTY_WS_POLL_SECONDS = env_int("BOUNTY_WS_POLL_MS", 50, minimum=10, maximum=60_000) / 1000
 # The kernel's send buffer of a websocket (bountysite/daphne_bend.py, patch 2): what may wait for a slow client.
 BOUNTY_WS_SEND_BUFFER_BYTES = env_int("BOUNTY_WS_SEND_BUFFER_BYTES", 131_072, minimum=4_096)
-# Snapshots (docs/api.md, Limits and close codes): each holds a database connection and a read
-# transaction while it is sent. At most this many at once per process and per client address
-# (others wait, up to the wait, then 1013); each must be taken by its deadline, the base plus its
-# bytes at the minimum rate (1008 past it).
+# Snapshots (docs/api.md, Limits and close codes) are read from the database into spools
+# (records.spools): at most BOUNTY_WS_SNAPSHOT_READERS at once per process, each holding a
+# database connection while it reads. A client address is sent at most
+# BOUNTY_WS_SNAPSHOT_READERS_PER_CLIENT at once (others wait); a snapshot not begun within the wait
+# is closed with 1013; each must be taken by its deadline, the base plus its bytes at the minimum
+# rate (1008 past it).
 BOUNTY_WS_SNAPSHOT_READERS = env_int("BOUNTY_WS_SNAPSHOT_READERS", 4, minimum=1)
 BOUNTY_WS_SNAPSHOT_READERS_PER_CLIENT = env_int("BOUNTY_WS_SNAPSHOT_READERS_PER_CLIENT", 2, minimum=1)
-BOUNTY_WS_SNAPSHOT_WAIT_SECONDS = env_int("BOUNTY_WS_SNAPSHOT_WAIT_SECONDS", 5, minimum=1)
+BOUNTY_WS_SNAPSHOT_WAIT_SECONDS = env_int("BOUNTY_WS_SNAPSHOT_WAIT_SECONDS", 10, minimum=1)
 BOUNTY_WS_SNAPSHOT_BASE_SECONDS = env_int("BOUNTY_WS_SNAPSHOT_BASE_SECONDS", 10, minimum=1)
 BOUNTY_WS_SNAPSHOT_MIN_BYTES_PER_SECOND = env_int("BOUNTY_WS_SNAPSHOT_MIN_BYTES_PER_SECOND", 100_000, minimum=1)
 # ---------------------------------------------------------------- read API
@@ -291,10 +294,20 @@ BOUNTY_API_CACHE_ENTRIES_PER_CLIENT = env_int("BOUNTY_API_CACHE_ENTRIES_PER_CLIE
 # A response body is written as the client takes it; one that has not taken the 64 KiB the server
 # holds for it within this many seconds is cut off (bountysite/daphne_bend.py, patch 6).
 BOUNTY_HTTP_STALL_SECONDS = env_int("BOUNTY_HTTP_STALL_SECONDS", 30, minimum=1, maximum=3_600)
-# Unpaged lists a web process streams at once: each holds a database connection while its client
-# reads (records.api.caching); keep it well below DATABASE_POOL_MAX.
+# Unpaged lists are read from the database into spools (records.spools): at most
+# BOUNTY_HTTP_MAX_STREAMS at once per process, each holding a database connection while it reads;
+# a list whose spool is not made within BOUNTY_HTTP_LIST_WAIT_SECONDS is answered 503. A client
+# address reads at most BOUNTY_HTTP_MAX_STREAMS_PER_CLIENT unpaged lists at once (429 past it).
 BOUNTY_HTTP_MAX_STREAMS = env_int("BOUNTY_HTTP_MAX_STREAMS", 4, minimum=1)
-BOUNTY_HTTP_MAX_STREAMS_PER_CLIENT = env_int("BOUNTY_HTTP_MAX_STREAMS_PER_CLIENT", 1, minimum=1)  # of those
+BOUNTY_HTTP_MAX_STREAMS_PER_CLIENT = env_int("BOUNTY_HTTP_MAX_STREAMS_PER_CLIENT", 1, minimum=1)
+BOUNTY_HTTP_LIST_WAIT_SECONDS = env_int("BOUNTY_HTTP_LIST_WAIT_SECONDS", 10, minimum=1)
+# Spools (records.spools): where they are made (unnamed files: nothing is left there), the disk a
+# process's open spools may take, and how long reading one from the database may take.
+BOUNTY_SPOOL_DIR = env_str("BOUNTY_SPOOL_DIR", "") or ""
+if BOUNTY_SPOOL_DIR and not os.access(BOUNTY_SPOOL_DIR, os.W_OK | os.X_OK):
+    raise ImproperlyConfigured(f"BOUNTY_SPOOL_DIR ({BOUNTY_SPOOL_DIR}) must be a directory this process can write")
+BOUNTY_SPOOL_MAX_BYTES = env_int("BOUNTY_SPOOL_MAX_BYTES", 2 * 1024**3, minimum=1024**2)
+BOUNTY_FULL_READ_SECONDS = env_int("BOUNTY_FULL_READ_SECONDS", 120, minimum=1)
 # A web process's pool must hold its snapshot readers, the live feed's reads, its streamed lists
 # and at least one more connection for every other request (pages, single records, the admin).
 if _database["ENGINE"] != "django.db.backends.sqlite3":

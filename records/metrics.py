@@ -55,8 +55,12 @@ WS_CLOSES = Counter("bounty_ws_closes", "Websocket connections closed, by close 
 WS_SLOWEST_QUEUE = Gauge("bounty_ws_slowest_send_queue",
                          "Live messages waiting to be sent to the most backed-up websocket client.")
 WS_SNAPSHOTS_SENDING = Gauge("bounty_ws_snapshots_sending",
-                             "Websocket snapshots being sent (each holding a snapshot slot and a database connection).")
-WS_SNAPSHOTS_WAITING = Gauge("bounty_ws_snapshots_waiting", "Websocket snapshots waiting for a snapshot slot.")
+                             "Websocket snapshots being sent from their spools (records.spools).")
+WS_SNAPSHOTS_WAITING = Gauge("bounty_ws_snapshots_waiting",
+                             "Websocket snapshots waiting for their client's slot or for their spool.")
+SPOOLS_OPEN = Gauge("bounty_spools_open", "Spools of full reads this process holds open, current or still read.")
+SPOOL_BYTES = Gauge("bounty_spool_bytes", "Bytes of this process's open spools (bounded by BOUNTY_SPOOL_MAX_BYTES).")
+SPOOLS_PRODUCED = Counter("bounty_spools_produced", "Spools of full reads read from the database, by kind.", ("kind",))
 REDIS_UNREACHABLE = Gauge("bounty_redis_unreachable_seconds",
                           "Seconds this process has not reached Redis (it does without it meanwhile); 0 while it "
                           "answers, and without Redis configured.")

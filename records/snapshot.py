@@ -12,12 +12,17 @@ from records.dialect import dialect
 
 
 @contextmanager
-def read_snapshot() -> Iterator[None]:
+def read_snapshot(within: float | None = None) -> Iterator[None]:
     """Runs the reads inside in one read-only transaction that sees the database as of its first
     read, without blocking the indexer (records.dialect, `repeatable_read_snapshot`): REPEATABLE
     READ, READ ONLY on PostgreSQL; on SQLite a deferred BEGIN, one WAL snapshot (Django's own
     transactions there are BEGIN IMMEDIATE, which takes the write lock). Inside a transaction
-    already (a test's, say), the reads share that one."""
+    already (a test's, say), the reads share that one.
+
+    `within` (seconds), on PostgreSQL: the server ends the transaction, and its session, if it is
+    still idle in it, or still in one statement, that long from now (SET LOCAL, in the statement
+    that opens it), so a reader whose thread or process is stuck cannot hold back VACUUM past it.
+    SQLite has no such timeout."""
     if connection.in_atomic_block:
         yield
         return
@@ -25,8 +30,13 @@ def read_snapshot() -> Iterator[None]:
     snapshot = dialect(connection)
     if snapshot.repeatable_read_snapshot:
         connection.set_autocommit(False)
+        sql = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"
+        if within is not None:
+            milliseconds = max(1, math.ceil(within * 1000))
+            sql += (f"; SELECT set_config('idle_in_transaction_session_timeout', '{milliseconds}', true), "
+                    f"set_config('statement_timeout', '{milliseconds}', true)")
         with connection.cursor() as cursor:
-            cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            cursor.execute(sql)
     else:
         with connection.cursor() as cursor:
             cursor.execute("BEGIN DEFERRED")
@@ -39,16 +49,3 @@ def read_snapshot() -> Iterator[None]:
         else:
             with connection.cursor() as cursor:
                 cursor.execute("ROLLBACK")
-
-
-def end_snapshot_within(seconds: float) -> None:
-    """Inside `read_snapshot`, on PostgreSQL: the server ends the transaction, and its session, if
-    it is still idle in it, or still in one statement, `seconds` from now (SET LOCAL: until its end;
-    called again, from then). So a reader whose thread or process is stuck cannot hold back
-    VACUUM past its deadline. Nothing on SQLite, which has no such timeout."""
-    if not dialect(connection).repeatable_read_snapshot:
-        return
-    milliseconds = max(1, math.ceil(seconds * 1000))
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT set_config('idle_in_transaction_session_timeout', %s, true), "
-                       "set_config('statement_timeout', %s, true)", [str(milliseconds), str(milliseconds)])

@@ -65,6 +65,16 @@ def _redis_database_per_worker(settings: Any, worker_id: str) -> None:
     cache.clear()  # nothing left from earlier tests: counters of killed servers, cached bodies
 
 
+@pytest.fixture(autouse=True)
+def _spools_of_this_test(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No spool of an earlier test (records.spools): a test's records are rolled back, and the next
+    test's may have the same data version (the factories number changes without a history)."""
+    from records import spools  # after Django's setup: it reads the models
+
+    monkeypatch.setattr(spools, "_registry", spools._Registry())
+    monkeypatch.setattr(spools, "_disk", spools._Disk())
+
+
 @pytest.fixture
 def shared_redis(worker_id: str) -> Iterator[str]:
     """A Redis database of this test worker's own, empty (the counters of earlier runs gone), for

@@ -8,24 +8,22 @@ data has not changed is answered from the cache without touching the records; wi
 If-None-Match it is a 304 without even a body.
 
 ETags are weak and derived from the body's bytes (`W/"<sha256 prefix>"`), so equal bodies have
-equal tags in every worker process and after restarts. Streamed arrays cannot be hashed before
-they are sent; their tag is derived from the cache key instead (equal for equal data).
+equal tags in every worker process and after restarts. Unpaged arrays, sent from their spools
+(records.spools), are tagged by their answer and the data version they were read at instead
+(equal for equal data).
 """
 
 from __future__ import annotations
 
 import hashlib
-import threading
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Hashable, Iterator
 from typing import Any, cast
 
 import orjson
-from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.cache import cache
 from django.core.handlers.asgi import ASGIRequest
-from django.db import connection as db_connection
 from django.http import HttpRequest, HttpResponse, HttpResponseBase, HttpResponseNotModified, StreamingHttpResponse
 from django.utils.http import parse_etags
 from rest_framework.request import Request
@@ -33,6 +31,8 @@ from rest_framework.response import Response
 
 from bountysite.ratelimit import request_client, shared_count
 from records.api.errors import RETRY_AFTER_SECONDS, error_response
+from records.limits import Claim, client_lists
+from records.spools import Produce, Producers, Spool, SpoolCutOff, Spools, SpoolUnavailable, open_reading
 
 CACHE_CONTROL = "public, no-cache"
 
@@ -113,33 +113,12 @@ def respond(request: Request, key: str, build: Callable[[], Any]) -> HttpRespons
     return Response(orjson.loads(orjson.dumps(build())))  # stored bodies parsed, to be shown indented
 
 
-async def _pull(chunks: Iterator[bytes]) -> AsyncGenerator[bytes]:
-    """Each chunk of a synchronous (database) iterator, fetched when the client is ready for it.
-
-    Under ASGI, Django would turn a synchronous iterator into a list before sending the first
-    byte; stepping it through sync_to_async keeps memory bounded. Thread-sensitive calls all
-    run on the request's one sync thread, so the database cursor stays on its connection, and is
-    closed there too when the response is abandoned (a client gone, or cut off for stalling)."""
-    def following() -> bytes | None:
-        return next(chunks, None)
-
-    step = sync_to_async(following, thread_sensitive=True)
-    try:
-        while (chunk := await step()) is not None:
-            yield chunk
-    finally:
-        close = getattr(chunks, "close", None)
-        if close is not None:
-            await sync_to_async(close, thread_sensitive=True)()
-
-
 class _ClosingStream(StreamingHttpResponse):
     """A streamed response that closes its source when Django stops reading it.
 
     Django closes only the outermost of the generators wrapped around the source (its own, and
-    bountysite.access's) when the client goes away; the source would be closed whenever the
-    garbage collector finalises it, after the request has given its database connection back, so
-    its cursor would then be closed on a connection another request may be using."""
+    bountysite.access's) when the client goes away; the source, which holds a spool and its
+    client's claim, would be closed only whenever the garbage collector finalises it."""
 
     def __init__(self, source: AsyncGenerator[bytes], **kwargs: Any) -> None:
         super().__init__(source, **kwargs)
@@ -154,61 +133,14 @@ class _ClosingStream(StreamingHttpResponse):
             await self.source.aclose()
 
 
-# Each streamed array holds a database connection (on PostgreSQL, one of the pool's) for as long
-# as its client takes to read it: a process streams at most BOUNTY_HTTP_MAX_STREAMS at once, so
-# that slow readers cannot take the connections every other request needs, and at most
-# BOUNTY_HTTP_MAX_STREAMS_PER_CLIENT to one client, so that one client's slow readers cannot take
-# every stream the others need.
-_STREAM_SLOTS = threading.BoundedSemaphore(settings.BOUNTY_HTTP_MAX_STREAMS)
-STREAM_SLOT_WAIT_SECONDS = 5  # how long a request waits for a stream to end before its 503
-_streams_of: dict[str, int] = {}  # the streams each client holds, by its key (bountysite.ratelimit)
-_streams_of_lock = threading.Lock()
+# The unpaged lists (records.spools): each read from the database once per data version into a
+# spool, BOUNTY_HTTP_MAX_STREAMS at a time per process, then sent from it at each client's pace.
+_LISTS = Spools("unpaged list", Producers(lambda: settings.BOUNTY_HTTP_MAX_STREAMS))
 
 
-def _take_client_stream(client: str) -> bool:
-    with _streams_of_lock:
-        if _streams_of.get(client, 0) >= settings.BOUNTY_HTTP_MAX_STREAMS_PER_CLIENT:
-            return False
-        _streams_of[client] = _streams_of.get(client, 0) + 1
-        return True
-
-
-def _give_back_client_stream(client: str) -> None:
-    with _streams_of_lock:
-        left = _streams_of.pop(client, 1) - 1
-        if left:
-            _streams_of[client] = left
-
-
-class _Slot:
-    """A stream's chunks, holding one of the process's stream slots and one of its client's until
-    they are closed."""
-
-    def __init__(self, chunks: Iterator[bytes], client: str) -> None:
-        self.chunks = chunks
-        self.client = client
-        self.held = True
-
-    def __iter__(self) -> Iterator[bytes]:
-        return self
-
-    def __next__(self) -> bytes:
-        return next(self.chunks)
-
-    def close(self) -> None:
-        close = getattr(self.chunks, "close", None)
-        if close is not None:
-            close()
-        self._release()
-
-    def __del__(self) -> None:  # dropped unread: its request was cancelled before the body began
-        self._release()
-
-    def _release(self) -> None:
-        if self.held:
-            self.held = False
-            _STREAM_SLOTS.release()
-            _give_back_client_stream(self.client)
+def list_etag(answer: Hashable, version: str) -> str:
+    """An unpaged list's tag: its answer and the data version it was read at (equal for equal data)."""
+    return f'W/"{cache_key(answer, version).removeprefix("api:")[:32]}"'
 
 
 def client_streams_busy() -> HttpResponse:
@@ -220,43 +152,74 @@ def client_streams_busy() -> HttpResponse:
     return response
 
 
-def streams_busy() -> HttpResponse:
-    response = error_response(
-        f"this server is streaming as many unpaged lists as it may ({settings.BOUNTY_HTTP_MAX_STREAMS}, "
-        "BOUNTY_HTTP_MAX_STREAMS); try again shortly, or read pages (limit, cursor)", 503)
+def lists_busy(reason: str) -> HttpResponse:
+    response = error_response(f"{reason} (BOUNTY_HTTP_MAX_STREAMS, BOUNTY_HTTP_LIST_WAIT_SECONDS, "
+                              "BOUNTY_SPOOL_MAX_BYTES); or read pages (limit, cursor)", 503)
     response["Retry-After"] = str(RETRY_AFTER_SECONDS)
     return response
 
 
-def streamed_json_array(request: HttpRequest, key: str, chunks: Callable[[], Iterator[bytes]]) -> HttpResponseBase:
-    """A JSON array streamed chunk by chunk, tagged by its cache key, under ASGI in one of the
-    process's stream slots (a 503 when none frees up in time) and one of its client's (a 429 when
-    the client holds them all). A HEAD reads no records: its headers are GET's (no
-    Content-Length, which a stream never has) and its body would be dropped."""
-    etag = f'W/"{key.removeprefix("api:")[:32]}"'
+async def _deliver(spool: Spool, claim: Claim) -> AsyncGenerator[bytes]:
+    """The spool's bytes a piece at a time, each read when the client has taken the one before
+    (daphne_bend, patch 6); the claim and the spool are held from the first piece to the end."""
+    try:
+        reading = open_reading(spool)
+    except SpoolCutOff:
+        claim.release()
+        raise
+    try:
+        claim.start()
+        for offset, length, _ in spool.pieces():
+            yield spool.read(offset, length)
+    finally:
+        reading.close()
+        claim.release()
+
+
+def _deliver_sync(spool: Spool) -> Iterator[bytes]:
+    """`_deliver` for a WSGI server, whose workers (each serving one request at a time) bound its
+    clients' reads."""
+    reading = open_reading(spool)
+    try:
+        for offset, length, _ in spool.pieces():
+            yield spool.read(offset, length)
+    finally:
+        reading.close()
+
+
+def spooled_json_array(request: HttpRequest, answer: Hashable, version: str, produce: Produce) -> HttpResponseBase:
+    """A JSON array from its spool (records.spools), made by `produce` unless one is current for
+    the answer at `version`, tagged by the answer and the version it was read at; a 503 when no
+    spool can be made in time, a 429 when the client already reads as many as it may. A HEAD
+    makes no spool: its headers are GET's but for the Content-Length, which it has only when the
+    spool is made already."""
+    etag = list_etag(answer, version)
     if if_none_match(request, etag):
         return not_modified(etag)
-    served_by_asgi = isinstance(getattr(request, "_request", request), ASGIRequest)  # DRF wraps the request
-    array: Iterator[bytes]
     if request.method == "HEAD":
-        array = iter(())
-    elif not served_by_asgi:  # a WSGI server's workers bound its streams (each serves one request at a time)
-        array = chunks()
-    else:
-        client = request_client(request)
-        if not _take_client_stream(client):
-            return client_streams_busy()
-        if not _STREAM_SLOTS.acquire(blocking=False):
-            # Waiting, the request gives its database connection back: on PostgreSQL, requests
-            # waiting here would otherwise take the pool's connections from every other request.
-            db_connection.close()
-            if not _STREAM_SLOTS.acquire(timeout=STREAM_SLOT_WAIT_SECONDS):
-                _give_back_client_stream(client)
-                return streams_busy()
-        array = _Slot(chunks(), client)
-    response = (_ClosingStream(_pull(array), content_type="application/json") if served_by_asgi
-                else StreamingHttpResponse(array, content_type="application/json"))
-    response["ETag"] = etag
-    response["Cache-Control"] = CACHE_CONTROL
-    response["Vary"] = "Accept"  # the same URL serves the browsable API to browsers
-    return response
+        spool = _LISTS.ready(answer, version, to_read=False)
+        # A body-less stream: no Content-Length (as HttpResponse's 0 would say) unless it is known.
+        head = StreamingHttpResponse(iter(()), content_type="application/json")
+        head["ETag"] = etag if spool is None else list_etag(answer, spool.version)
+        if spool is not None:
+            head["Content-Length"] = str(spool.size)
+        head["Cache-Control"] = CACHE_CONTROL
+        head["Vary"] = "Accept"
+        return head
+    served_by_asgi = isinstance(getattr(request, "_request", request), ASGIRequest)  # DRF wraps the request
+    claim = client_lists.claim(request_client(request)) if served_by_asgi else None
+    if served_by_asgi and claim is None:
+        return client_streams_busy()
+    try:
+        spool = _LISTS.get(answer, version, produce, settings.BOUNTY_HTTP_LIST_WAIT_SECONDS)
+    except SpoolUnavailable as refusal:
+        if claim is not None:
+            claim.release()
+        return lists_busy(refusal.reason)
+    streamed = (StreamingHttpResponse(_deliver_sync(spool), content_type="application/json") if claim is None
+                else _ClosingStream(_deliver(spool, claim), content_type="application/json"))
+    streamed["Content-Length"] = str(spool.size)
+    streamed["ETag"] = list_etag(answer, spool.version)
+    streamed["Cache-Control"] = CACHE_CONTROL
+    streamed["Vary"] = "Accept"  # the same URL serves the browsable API to browsers
+    return streamed

@@ -262,7 +262,8 @@ def record_schema(viewset: Any) -> Any:
         list=extend_schema(
             operation_id=f"{resource}_list",
             summary=f"List {resource}",
-            description=("An unpaged array when none of limit, cursor and q is sent (streamed), otherwise a page "
+            description=("An unpaged array when none of limit, cursor and q is sent (with a Content-Length), "
+                         "otherwise a page "
                          f"object.{always}"),
             responses={
                 200: PolymorphicProxySerializer(component_name=f"{plain.__name__.removesuffix('Serializer')}List",
@@ -270,8 +271,9 @@ def record_schema(viewset: Any) -> Any:
                                                 many=False),
                 400: ErrorSerializer,
                 503: OpenApiResponse(ErrorSerializer, description=(
-                    "an unpaged array while the server streams as many as it may (BOUNTY_HTTP_MAX_STREAMS); "
-                    "pages are not limited so")),
+                    "an unpaged array the server could not read in time (BOUNTY_HTTP_MAX_STREAMS, "
+                    "BOUNTY_HTTP_LIST_WAIT_SECONDS) or has no room to send (BOUNTY_SPOOL_MAX_BYTES); pages are not "
+                    "limited so")),
             },
         ),
         retrieve=extend_schema(operation_id=f"{noun}_get", summary=f"One {noun}", description=_QUALIFIED,

@@ -10,7 +10,9 @@ DRF's browsable API around the same data.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
+from functools import partial
 from typing import Any, ClassVar
 
 import orjson
@@ -24,7 +26,7 @@ from rest_framework.views import APIView
 from rest_framework.viewsets import GenericViewSet
 
 from records.api import schema
-from records.api.caching import cache_key, respond, streamed_json_array
+from records.api.caching import cache_key, respond, spooled_json_array
 from records.api.filters import (
     BountyFilterSet,
     DisputeFilterSet,
@@ -49,6 +51,8 @@ from records.selectors import (
     record_get,
     record_overview,
 )
+from records.snapshot import read_snapshot
+from records.spools import SpoolWriter
 
 # Rows a streamed list reads from the database and sends at a time: what it holds per client while
 # the client takes its body (with 1,000 rows a chunk and 5,000 a fetch, 20 slow readers grew the
@@ -100,6 +104,16 @@ def _stream(query: ListQuery) -> Iterator[bytes]:
     yield b"]"
 
 
+def _spool_list(query: ListQuery, spool: SpoolWriter) -> tuple[str, None]:
+    """Writes the unpaged list into its spool from one consistent read; returns the data version
+    it was read at (what its ETag names)."""
+    with read_snapshot(within=spool.deadline - time.monotonic()):
+        version = data_version(query.deployments)
+        for chunk in _stream(query):
+            spool.write(chunk)
+    return version, None
+
+
 _VIEWSETS: dict[Kind, type[RecordViewSet]] = {}  # each kind's viewset, as it is defined
 
 
@@ -136,9 +150,9 @@ class RecordViewSet(GenericViewSet[Any]):
         return self.get_paginated_response(page)
 
     def _unpaged(self, request: Request, query: Any) -> HttpResponseBase:
-        key = cache_key(("unpaged", *query.identity()), data_version(query.deployments))
         if request.accepted_renderer.format == "json":
-            return streamed_json_array(request, key, lambda: _stream(query))
+            return spooled_json_array(request, ("unpaged", *query.identity()), data_version(query.deployments),
+                                      partial(_spool_list, query))
         return Response([orjson.loads(body) for body in record_bodies(query)])
 
     def retrieve(self, request: Request, record_id: int) -> HttpResponseBase:

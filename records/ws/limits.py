@@ -31,11 +31,10 @@ drops the connection from memory and queues its removal from Redis, which one th
 order behind the connection's admission. At the process's exit, what it still holds in Redis is
 removed (daphne may stop without ending its applications).
 
-Snapshots run at most BOUNTY_WS_SNAPSHOT_READERS at once per process and
-BOUNTY_WS_SNAPSHOT_READERS_PER_CLIENT per client address (`SnapshotSlot`): each holds a database
-connection and a read transaction while it is sent, so one address's slow readers cannot take
-every reader. A snapshot waiting longer than BOUNTY_WS_SNAPSHOT_WAIT_SECONDS for both is closed
-with 1013 (try again later).
+A client address is sent at most BOUNTY_WS_SNAPSHOT_READERS_PER_CLIENT snapshots at once per
+process (`SnapshotSlot`); a snapshot waiting longer than BOUNTY_WS_SNAPSHOT_WAIT_SECONDS for its
+slot is closed with 1013 (try again later). Snapshots are sent from spools (records.spools,
+records.ws.snapshot), so a slow reader holds no database connection that another client needs.
 
 Messages from a client are limited in number per window and in size. The client address is found
 as for HTTP (bountysite/client_address.py): X-Forwarded-For is believed only from trusted proxies,
@@ -60,7 +59,7 @@ from django.core.cache import caches
 from bountysite.cache import RedisCache
 from bountysite.client_address import client_address, client_key
 from bountysite.ratelimit import spend
-from records.metrics import WS_SNAPSHOTS_SENDING, WS_SNAPSHOTS_WAITING
+from records.metrics import WS_SNAPSHOTS_WAITING
 
 logger = logging.getLogger(__name__)
 
@@ -247,56 +246,47 @@ class Refusal(Exception):
 
 
 class SnapshotSlot:
-    """A snapshot's place among this process's snapshot readers and among its client address's,
-    held inside `async with`."""
+    """A snapshot's place among its client address's (BOUNTY_WS_SNAPSHOT_READERS_PER_CLIENT at
+    once, in this process), held inside `async with`."""
 
     def __init__(self, address: str) -> None:
         self.address = client_key(address)  # as the connection caps count the client: an IPv6 client's /64
-        self._held: list[asyncio.Semaphore] = []
+        self._held: asyncio.Semaphore | None = None
 
     async def __aenter__(self) -> SnapshotSlot:
-        """Waits for the address's slot first, then the process's, so that one address's waiting
-        snapshots queue behind its own, never ahead of other addresses'. Refusal (1013) past
-        BOUNTY_WS_SNAPSHOT_WAIT_SECONDS, holding nothing."""
+        """Waits for the address's slot: Refusal (1013) past BOUNTY_WS_SNAPSHOT_WAIT_SECONDS,
+        holding nothing."""
         wait: int = settings.BOUNTY_WS_SNAPSHOT_WAIT_SECONDS
-        semaphores = (_snapshot_readers.join(self.address), _snapshot_readers.process())
+        semaphore = _snapshot_slots.join(self.address)
         try:
             with WS_SNAPSHOTS_WAITING.track_inprogress():
                 async with asyncio.timeout(wait):
-                    for semaphore in semaphores:
-                        await semaphore.acquire()
-                        self._held.append(semaphore)
+                    await semaphore.acquire()
+                    self._held = semaphore
         except BaseException as error:
             self._release()
             if isinstance(error, TimeoutError):
                 raise Refusal(TRY_AGAIN_LATER, f"no snapshot slot free within {wait} s; try again later") from None
             raise
-        WS_SNAPSHOTS_SENDING.inc()
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
-        WS_SNAPSHOTS_SENDING.dec()
         self._release()
 
     def _release(self) -> None:
-        while self._held:
-            self._held.pop().release()
-        _snapshot_readers.leave(self.address)
+        if self._held is not None:
+            self._held.release()
+            self._held = None
+        _snapshot_slots.leave(self.address)
 
 
-class _SnapshotReaders:
-    """This process's snapshot semaphores: one for the process, and one per client address for as
-    long as a snapshot of the address holds it or waits for it."""
+class _SnapshotSlots:
+    """This process's snapshot semaphores, one per client address for as long as a snapshot of the
+    address holds it or waits for it."""
 
     def __init__(self) -> None:
-        self._process: asyncio.Semaphore | None = None
         self._by_address: dict[str, asyncio.Semaphore] = {}
         self._users: defaultdict[str, int] = defaultdict(int)
-
-    def process(self) -> asyncio.Semaphore:
-        if self._process is None:
-            self._process = asyncio.Semaphore(settings.BOUNTY_WS_SNAPSHOT_READERS)
-        return self._process
 
     def join(self, address: str) -> asyncio.Semaphore:
         """The address's semaphore, for one more snapshot (`leave` when it is done with it)."""
@@ -311,7 +301,7 @@ class _SnapshotReaders:
             del self._users[address], self._by_address[address]
 
 
-_snapshot_readers = _SnapshotReaders()
+_snapshot_slots = _SnapshotSlots()
 
 
 class MessageBudget:

@@ -9,7 +9,7 @@ message each. Either way nothing is encoded or framed per client.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Literal, TypedDict, cast
 
 import orjson
@@ -77,16 +77,31 @@ def text_frame(data: bytes) -> bytes:
 
 
 class MessageBatch:
-    """Consecutive messages: their texts, and their frames joined, made once when first asked for."""
+    """Consecutive messages: their texts, and their frames joined, each made once when first asked for."""
 
-    __slots__ = ("_frames", "texts")
+    __slots__ = ("_count", "_frames", "_texts")
 
     def __init__(self, texts: list[bytes], frames: bytes | None = None) -> None:
-        self.texts = texts
+        self._texts: list[bytes] | None = texts
         self._frames = frames
+        self._count = len(texts)
+
+    @classmethod
+    def of_frames(cls, frames: bytes, count: int) -> MessageBatch:
+        """The `count` messages whose text frames `frames` holds (a piece of a snapshot's spool)."""
+        batch = cls([], frames)
+        batch._texts, batch._count = None, count
+        return batch
 
     def __len__(self) -> int:
-        return len(self.texts)
+        return self._count
+
+    @property
+    def texts(self) -> list[bytes]:
+        """Every message's text, in order."""
+        if self._texts is None:
+            self._texts = list(frame_payloads(self.frames))
+        return self._texts
 
     @property
     def frames(self) -> bytes:
@@ -106,3 +121,18 @@ class MessageBatch:
         texts = [text for batch in parts for text in batch.texts]
         framed = all(batch._frames is not None for batch in parts)
         return cls(texts, b"".join(batch.frames for batch in parts) if framed else None)
+
+
+def frame_payloads(frames: bytes) -> Iterator[bytes]:
+    """The payload of each unmasked, unfragmented frame `text_frame` made, in order."""
+    view = memoryview(frames)
+    offset = 0
+    while offset < len(view):
+        size = view[offset + 1] & 0x7F
+        start = offset + 2
+        if size == 126:
+            size, start = int.from_bytes(view[start:start + 2], "big"), start + 2
+        elif size == 127:
+            size, start = int.from_bytes(view[start:start + 8], "big"), start + 8
+        yield bytes(view[start:start + size])
+        offset = start + size

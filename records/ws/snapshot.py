@@ -2,42 +2,45 @@
 
 It is read with the position after the deployment's newest change (seq S, records.history) in
 one consistent read (PostgreSQL: a REPEATABLE READ transaction; SQLite in WAL: one read
-transaction), streamed in chunks from a thread, so memory stays bounded whatever the number of
-records. Every snapshot message carries S, and `snapshot.complete` ends it with the position: from
-then on the client can resume with `?since=<position>`.
+transaction) into a spool (records.spools), framed once: the frames of every message, a chunk at
+a time, so memory stays bounded whatever the number of records. Every client that connects while
+the data version is the same is sent that spool, each at its own pace, holding no database
+connection. Every snapshot message carries S, and `snapshot.complete` ends it with the position:
+from then on the client can resume with `?since=<position>`.
 
-Each snapshot holds a database connection and its transaction while the client takes it: it waits
-for a slot (records.ws.limits.SnapshotSlot), and must be taken by a deadline that grows with its
-size (SnapshotDeadline), past which it is closed with 1008 and everything it held is freed.
+A client address is sent at most BOUNTY_WS_SNAPSHOT_READERS_PER_CLIENT snapshots at once
+(records.ws.limits.SnapshotSlot); a snapshot must be taken by a deadline that grows with its size
+(SnapshotDeadline), past which it is closed with 1008.
 """
 
 from __future__ import annotations
 
 import asyncio
-import itertools
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from typing import cast
 
 import orjson
+from channels.db import database_sync_to_async
 from django.conf import settings
 from django.db import connection
 
-from records.history import NO_HISTORY
-from records.kinds import KINDS, RecordKind
-from records.metrics import WS_MESSAGES
-from records.models import Deployment
+from records.history import NO_HISTORY, Position
+from records.kinds import KINDS
+from records.metrics import WS_MESSAGES, WS_SNAPSHOTS_SENDING
 from records.selectors import (
     DeploymentFilter,
     ListQuery,
     active_deployment,
+    data_version,
     head_position,
     record_bodies,
 )
-from records.snapshot import end_snapshot_within, read_snapshot
-from records.ws.limits import POLICY_VIOLATION, Refusal, SnapshotSlot
+from records.snapshot import read_snapshot
+from records.spools import Producers, Spool, SpoolCutOff, Spools, SpoolUnavailable, SpoolWriter, hand, open_reading
+from records.ws.limits import POLICY_VIOLATION, TRY_AGAIN_LATER, Refusal, SnapshotSlot
 from records.ws.messages import (
     MessageBatch,
     SnapshotComplete,
@@ -45,14 +48,16 @@ from records.ws.messages import (
     SnapshotMessage,
     encode,
     snapshot_type,
+    text_frame,
 )
 from records.ws.outbox import Send
 
-SNAPSHOT_CHUNK = 500  # snapshot records per read from the database thread
-# Snapshot bytes per send: a send returns once the server's buffer is below 64 KiB (daphne_bend,
-# patch 2), so at most about twice this waits in it, and a close frame (a client too slow) reaches
-# the client after that much, not after a whole chunk.
-SNAPSHOT_PIECE_BYTES = 64 * 1024
+SNAPSHOT_CHUNK = 500  # snapshot records per read from the database
+# Frames written to the spool at a time: where a piece sent to a client may end. A piece is about
+# records.spools.PIECE_BYTES (64 KiB): a send returns once the server's buffer is below 64 KiB
+# (daphne_bend, patch 2), so at most about twice that waits in it, and a close frame (a client too
+# slow) reaches the client after that much.
+SPOOL_WRITE_BYTES = 16 * 1024
 
 
 class SnapshotDeadline:
@@ -73,135 +78,123 @@ class SnapshotDeadline:
         return Refusal(POLICY_VIOLATION, f"snapshot taken slower than {self.rate} bytes/s")
 
 
-class SnapshotReader:
-    """Every record of the active deployment as snapshot messages, and the seq they are current
-    at, from one consistent read. All its methods run in one thread, the snapshot's own while it
-    holds its slot (the transaction belongs to that thread's database connection). The
-    transaction ends by the deadline of what has been read, even if the thread or process gets
-    stuck (records.snapshot.end_snapshot_within): the client's deadline is never later, since it
-    has been sent no more than was read."""
+def _current_version() -> str:
+    """The active deployment and its data version (records.selectors.data_version): what a
+    snapshot spool is current for."""
+    deployment = active_deployment()
+    return "none" if deployment is None else f"{deployment.pk}/{data_version(deployment)}"
 
-    def __init__(self, deadline: SnapshotDeadline) -> None:
-        self.position = NO_HISTORY  # where its client resumes after it
-        self.deadline = deadline
-        self.read_bytes = 0
-        self.closed = False
-        self._messages: Iterator[bytes] = iter(())
-        self._snapshot = ExitStack()  # the read transaction, from open() to close()
-        self._counts = cast(SnapshotCounts, dict.fromkeys((kind.resource for kind in KINDS), 0))
 
-    def open(self, framed: bool) -> list[tuple[MessageBatch, int]]:
-        """Opens the read transaction and returns the first chunk (`next_chunk`), so that a small
-        snapshot is read, and closed, in one call."""
-        self._snapshot.enter_context(read_snapshot())
-        self._end_by_deadline()
-        deployment = active_deployment()
-        if deployment is not None:
-            self.position = head_position(deployment.pk)
-            self._messages = itertools.chain.from_iterable(self._kind(deployment, kind) for kind in KINDS)
-        self._messages = itertools.chain(self._messages, self._complete())
-        return self.next_chunk(framed)
+def _spool_snapshot(spool: SpoolWriter) -> tuple[str, Position]:
+    """Writes the snapshot's frames into its spool from one consistent read; returns the version
+    it was read at and the position the client resumes from after it."""
+    position = NO_HISTORY
+    counts = cast(SnapshotCounts, dict.fromkeys((kind.resource for kind in KINDS), 0))
+    frames: list[bytes] = []
+    size = 0
 
-    def _end_by_deadline(self) -> None:
-        end_snapshot_within(self.deadline.at(self.read_bytes) - time.monotonic())
+    def add(text: bytes, force: bool = False) -> None:
+        nonlocal size
+        frame = text_frame(text)
+        frames.append(frame)
+        size += len(frame)
+        if size >= SPOOL_WRITE_BYTES or force:
+            spool.write(b"".join(frames), messages=len(frames))
+            frames.clear()
+            size = 0
 
-    def _kind(self, deployment: Deployment, kind: RecordKind) -> Iterator[bytes]:
-        query = ListQuery(kind=kind, descending=False, deployments=DeploymentFilter(
-            chain_id=deployment.chain_id, contract_address=deployment.contract_address))
-        type_ = snapshot_type(kind)
-        for body in record_bodies(query, chunk_size=SNAPSHOT_CHUNK * 4):  # the records' stored JSON
-            self._counts[kind.resource] += 1
-            yield encode(SnapshotMessage(type=type_, payload=orjson.Fragment(body), snapshot=True,
-                                         seq=self.position.seq))
+    try:
+        with read_snapshot(within=spool.deadline - time.monotonic()):
+            deployment = active_deployment()
+            version = "none" if deployment is None else f"{deployment.pk}/{data_version(deployment)}"
+            if deployment is not None:
+                position = head_position(deployment.pk)
+                for kind in KINDS:
+                    query = ListQuery(kind=kind, descending=False, deployments=DeploymentFilter(
+                        chain_id=deployment.chain_id, contract_address=deployment.contract_address))
+                    type_ = snapshot_type(kind)
+                    for body in record_bodies(query, chunk_size=SNAPSHOT_CHUNK * 4):  # the records' stored JSON
+                        counts[kind.resource] += 1
+                        add(encode(SnapshotMessage(type=type_, payload=orjson.Fragment(body), snapshot=True,
+                                                   seq=position.seq)))
+    finally:
+        connection.close()  # the thread's connection goes back at once, not when the thread next reads
+    add(encode(SnapshotComplete(type="snapshot.complete", payload=counts, seq=position.seq, position=str(position))),
+        force=True)
+    return version, position
 
-    def _complete(self) -> Iterator[bytes]:
-        yield encode(SnapshotComplete(type="snapshot.complete", payload=self._counts, seq=self.position.seq,
-                                      position=str(self.position)))
 
-    def next_chunk(self, framed: bool) -> list[tuple[MessageBatch, int]]:
-        """The next SNAPSHOT_CHUNK messages (`framed`: their frames made too) in pieces of about
-        SNAPSHOT_PIECE_BYTES, each with its size in bytes. The chunk that reaches the end closes the
-        reader (`closed`): a small snapshot needs no call after `open`, each one a wait for a thread
-        and then for the event loop while the snapshot holds its slot."""
-        pieces: list[tuple[MessageBatch, int]] = []
-        texts: list[bytes] = []
-        size = 0
-        count = 0
-        for text in itertools.islice(self._messages, SNAPSHOT_CHUNK):
-            texts.append(text)
-            size += len(text)
-            count += 1
-            if size >= SNAPSHOT_PIECE_BYTES:
-                pieces.append(self._piece(texts, framed))
-                texts, size = [], 0
-        if texts:
-            pieces.append(self._piece(texts, framed))
-        if count < SNAPSHOT_CHUNK:
-            self.close()
-        elif pieces:
-            self._end_by_deadline()
-        return pieces
+# The snapshots (records.spools): each read from the database once per data version into a spool,
+# BOUNTY_WS_SNAPSHOT_READERS at a time per process, then sent from it at each client's pace.
+_SNAPSHOTS = Spools("snapshot", Producers(lambda: settings.BOUNTY_WS_SNAPSHOT_READERS))
+_ANSWER = "snapshot"
 
-    def _piece(self, texts: list[bytes], framed: bool) -> tuple[MessageBatch, int]:
-        batch = MessageBatch(texts)
-        size = len(batch.frames) if framed else sum(map(len, texts))  # frames made here, off the event loop
-        self.read_bytes += size
-        WS_MESSAGES.inc(len(batch))
-        return batch, size
 
-    def close(self) -> None:
-        """Ends the read transaction and closes the thread's database connection; `closed` once
-        done (called again: nothing)."""
-        if self.closed:
-            return
-        try:
-            self._snapshot.close()
-        finally:
-            try:
-                connection.close()
-            finally:
-                self.closed = True
+async def _snapshot_spool() -> Spool:
+    """The spool of the current snapshot: one already made, one being made (waited for, on the
+    event loop), or one made now on a snapshot thread. Refusal (1013) if none is made within
+    BOUNTY_WS_SNAPSHOT_WAIT_SECONDS or the process's spools have no room."""
+    wait: int = settings.BOUNTY_WS_SNAPSHOT_WAIT_SECONDS
+    end = time.monotonic() + wait
+    try:
+        version = await database_sync_to_async(_current_version)()
+        if (spool := _SNAPSHOTS.ready(_ANSWER, version)) is not None:
+            return spool
+        pending = _SNAPSHOTS.pending(_ANSWER, version)
+        if pending is not None:
+            async with asyncio.timeout(end - time.monotonic()):
+                made = await asyncio.shield(asyncio.wrap_future(pending))
+            if hand(made):
+                return made
+        loop = asyncio.get_running_loop()
+        with _reader_threads.one() as thread:
+            return await asyncio.shield(loop.run_in_executor(
+                thread, _SNAPSHOTS.get, _ANSWER, version, _spool_snapshot, max(0.0, end - time.monotonic())))
+    except TimeoutError:
+        raise Refusal(TRY_AGAIN_LATER, f"no snapshot was made within {wait} s; try again later") from None
+    except SpoolUnavailable as refusal:
+        raise Refusal(TRY_AGAIN_LATER, refusal.reason) from None
 
 
 async def stream_snapshot(send: Send, *, framed: bool, address: str) -> int:
     """Sends the snapshot through `send` (`framed`: to a server that takes frames) once a snapshot
     slot of the client's `address` is free (records.ws.limits.SnapshotSlot); returns the first seq
-    the client has not seen. Refusal (1008) when the client takes it slower than its deadline."""
-    loop = asyncio.get_running_loop()
+    the client has not seen. Refusal: 1013 when no snapshot is ready in time, 1008 when the client
+    takes it slower than its deadline."""
     async with SnapshotSlot(address):
-        deadline = SnapshotDeadline()
-        with _reader_threads.one() as thread:
-            reader = SnapshotReader(deadline)
-            sent = 0
-            try:
-                pending = loop.run_in_executor(thread, reader.open, framed)
-                while True:
-                    pieces = await pending
-                    end = reader.closed  # by the call that returned: none other is in flight
-                    if not end:
-                        pending = loop.run_in_executor(thread, reader.next_chunk, framed)  # read ahead one chunk
-                    for piece, size in pieces:
-                        sent += size
-                        try:
-                            async with asyncio.timeout(deadline.at(sent) - time.monotonic()):
-                                await send(piece)
-                        except TimeoutError:
-                            raise deadline.refusal() from None
-                    if end:
-                        break
-            finally:
-                if not reader.closed:
-                    # The thread runs one call at a time: the close waits for a read in flight.
-                    await asyncio.shield(loop.run_in_executor(thread, reader.close))
-    return reader.position.seq + 1
+        spool = await _snapshot_spool()
+        try:
+            reading = open_reading(spool)
+        except SpoolCutOff:
+            raise Refusal(TRY_AGAIN_LATER, "the snapshot was dropped before it was sent; try again") from None
+        try:
+            with WS_SNAPSHOTS_SENDING.track_inprogress():
+                deadline = SnapshotDeadline()
+                sent = 0
+                for offset, length, count in spool.pieces():
+                    try:
+                        batch = MessageBatch.of_frames(spool.read(offset, length), count)
+                    except SpoolCutOff:
+                        raise Refusal(TRY_AGAIN_LATER, "the snapshot's spool was dropped for room; try again") from None
+                    sent += length
+                    try:
+                        async with asyncio.timeout(deadline.at(sent) - time.monotonic()):
+                            await send(batch)
+                    except TimeoutError:
+                        raise deadline.refusal() from None
+                    WS_MESSAGES.inc(count)
+        finally:
+            reading.close()
+    position: Position = spool.about
+    return position.seq + 1
 
 
 class _ReaderThreads:
-    """The process's snapshot threads, kept from one snapshot to the next; a snapshot has one to
-    itself while it holds its slot, so there are never more than the process's snapshot readers.
-    A thread started for each snapshot, and joined after it, held up the event loop each time
-    until the OS had run the thread: on a loaded machine tens of milliseconds a snapshot, every
-    handshake and message of the process waiting meanwhile."""
+    """The process's snapshot threads, kept from one snapshot to the next; a snapshot being made
+    has one to itself, so there are never many more than the process's snapshot readers. A thread
+    started for each snapshot, and joined after it, held up the event loop each time until the OS
+    had run the thread: on a loaded machine tens of milliseconds a snapshot, every handshake and
+    message of the process waiting meanwhile."""
 
     def __init__(self) -> None:
         self._idle: list[ThreadPoolExecutor] = []

@@ -1,18 +1,19 @@
 """Slow readers of an unpaged list, through a real daphne serving the service (bountysite.asgi) and a
-real HTTP/1.1 client on a raw socket with a small receive buffer: the body is made as the client
-takes it (bountysite/daphne_bend.py, patch 6), and a client that stops taking it is cut off after
-BOUNTY_HTTP_STALL_SECONDS, its response's database cursor closed and its connection given back.
-
-The server's pool holds one connection (PostgreSQL), so a read answered after a stalled one shows
-that the stalled read gave its connection back. A second server streams one list at a time
-(BOUNTY_HTTP_MAX_STREAMS), so that slow readers cannot hold every database connection."""
+real HTTP/1.1 client on a raw socket with a small receive buffer. The list is read from the
+database once into a spool (records.spools) and sent from it at each client's pace
+(bountysite/daphne_bend.py, patch 6): a slow reader holds no database connection, no cursor and no
+transaction, and nothing other clients wait for; one that stops taking its body is cut off after
+BOUNTY_HTTP_STALL_SECONDS. Spools are unnamed files: nothing is left in BOUNTY_SPOOL_DIR, even by a
+killed process, and their disk is bounded (BOUNTY_SPOOL_MAX_BYTES: past it, 503)."""
 
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import orjson
 import pytest
@@ -28,7 +29,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 STALL_SECONDS = 3
 BOUNTIES = 12_000  # an unpaged array of about 10 MB: far more than the sockets' buffers hold
-END_OF_BODY = b"]\r\n0\r\n\r\n"  # the array's last byte and the chunked body's end
 # The statements of a streamed list's server-side cursor (Django's `_django_curs_...`).
 CURSOR_STATEMENTS = ("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
                      "AND pid <> pg_backend_pid() AND (query LIKE 'DECLARE%%' OR query LIKE 'FETCH%%')")
@@ -36,8 +36,9 @@ TRANSACTIONS = ("SELECT count(*) FROM pg_stat_activity WHERE datname = current_d
                 "AND pid <> pg_backend_pid() AND state LIKE 'idle in transaction%%'")
 
 
-# The smallest pool the settings allow (PostgreSQL): one snapshot reader, the feed, one stream, and
-# one connection for every other request; a stream that kept its connection would leave pages none.
+# The smallest pool the settings allow (PostgreSQL): one snapshot reader, the feed, one list reader,
+# and one connection for every other request; a slow reader that kept its connection would leave
+# pages none.
 SMALL_POOL = {"BOUNTY_WS_SNAPSHOT_READERS": "1", "BOUNTY_HTTP_MAX_STREAMS": "1", "DATABASE_POOL_MAX": "4"}
 
 
@@ -56,18 +57,23 @@ def serve(**settings: str) -> Iterator[Server]:
 
 
 @pytest.fixture(scope="module")
-def server(django_db_setup: None) -> Iterator[Server]:
-    yield from serve(BOUNTY_HTTP_STALL_SECONDS=str(STALL_SECONDS), **SMALL_POOL)
+def spool_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("spools")
 
 
 @pytest.fixture(scope="module")
-def one_stream(django_db_setup: None) -> Iterator[Server]:
-    yield from serve(**SMALL_POOL)
+def server(django_db_setup: None, spool_dir: Path) -> Iterator[Server]:
+    yield from serve(BOUNTY_HTTP_STALL_SECONDS=str(STALL_SECONDS), BOUNTY_SPOOL_DIR=str(spool_dir), **SMALL_POOL)
 
 
 @pytest.fixture(scope="module")
-def two_streams(django_db_setup: None) -> Iterator[Server]:
-    yield from serve(**{**SMALL_POOL, "BOUNTY_HTTP_MAX_STREAMS": "2", "DATABASE_POOL_MAX": "5"})
+def small_disk(django_db_setup: None) -> Iterator[Server]:
+    yield from serve(BOUNTY_SPOOL_MAX_BYTES=str(1024**2), **SMALL_POOL)
+
+
+@pytest.fixture(scope="module")
+def two_per_client(django_db_setup: None) -> Iterator[Server]:
+    yield from serve(**{**SMALL_POOL, "BOUNTY_HTTP_MAX_STREAMS_PER_CLIENT": "2"})
 
 
 @pytest.fixture
@@ -87,14 +93,14 @@ def slow_client(server: Server, address: str = "198.51.100.60") -> socket.socket
 
 
 def read_to_the_end(sock: socket.socket, quiet_seconds: float = 5) -> tuple[bytes, bool]:
-    """Everything the connection still delivers, and whether the server closed it (False: it
-    stayed open and silent for `quiet_seconds`)."""
+    """Everything the connection still delivers, and whether the server closed it (False: the
+    body ended, or the connection stayed open and silent for `quiet_seconds`)."""
     sock.settimeout(quiet_seconds)
     received = bytearray()
     try:
         while chunk := sock.recv(1 << 20):
             received += chunk
-            if received.endswith(END_OF_BODY):
+            if complete(bytes(received)):
                 return bytes(received), False
     except ConnectionResetError:
         pass
@@ -103,15 +109,23 @@ def read_to_the_end(sock: socket.socket, quiet_seconds: float = 5) -> tuple[byte
     return bytes(received), True
 
 
-def dechunked(response: bytes) -> bytes:
-    """The body of a whole chunked response."""
-    rest = response.partition(b"\r\n\r\n")[2]
-    body = bytearray()
-    while size := int(rest[:rest.index(b"\r\n")], 16):
-        start = rest.index(b"\r\n") + 2
-        body += rest[start:start + size]
-        rest = rest[start + size + 2:]
-    return bytes(body)
+def complete(response: bytes) -> bool:
+    head, _, body = response.partition(b"\r\n\r\n")
+    lengths = [int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:")]
+    length = lengths[0] if lengths else None
+    return length is not None and len(body) == length
+
+
+def body_of(response: bytes) -> bytes:
+    return response.partition(b"\r\n\r\n")[2]
+
+
+def metric(server: Server, name: str) -> float:
+    """A sample of the server's /metrics (asked from loopback, not through the proxy)."""
+    wire = Wire(server)
+    text = wire.send("GET", "/metrics").body.decode()
+    wire.finish()
+    return sum(float(line.rpartition(" ")[2]) for line in text.splitlines() if line.startswith(name))
 
 
 def count(sql: str) -> int:
@@ -122,70 +136,92 @@ def count(sql: str) -> int:
     return int(row[0])
 
 
-def wait_for_no_cursor(seconds: float = 5) -> tuple[int, int]:
-    """(statements of an open cursor, transactions left open) once both are 0, or after `seconds`."""
-    deadline = time.monotonic() + seconds
-    while (found := (count(CURSOR_STATEMENTS), count(TRANSACTIONS))) != (0, 0) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    return found
-
-
-def test_a_reader_that_stops_reading_is_cut_off_and_its_database_connection_given_back(
-        server: Server, big_list: None) -> None:
+def test_a_reader_that_stops_reading_is_cut_off_and_other_reads_go_on(server: Server, big_list: None) -> None:
     with slow_client(server) as sock:
         time.sleep(STALL_SECONDS + 2)
         received, closed = read_to_the_end(sock)
     assert closed, f"still open after {len(received):,} bytes"
-    assert not received.endswith(END_OF_BODY)
-    if connection.vendor == "postgresql":
-        assert wait_for_no_cursor() == (0, 0)
+    assert not complete(received)
     wire = Wire(server)
     reply = wire.send("GET", "/bounties?limit=1")
     assert reply.status == 200 and len(reply.json()["items"]) == 1
     wire.finish()
 
 
-def test_while_a_reader_stalls_the_server_reads_no_further_than_the_client_takes(
-        server: Server, big_list: None) -> None:
-    if connection.vendor != "postgresql":
-        pytest.skip("reads PostgreSQL's pg_stat_activity")
-    with slow_client(server) as sock:
+def test_a_slow_reader_holds_no_database_cursor_connection_or_transaction(server: Server, big_list: None) -> None:
+    with slow_client(server, "198.51.100.63") as sock:
         time.sleep(1)
-        assert count(CURSOR_STATEMENTS) == 1, "the list's cursor is not open: the server read it all"
+        if connection.vendor == "postgresql":
+            assert (count(CURSOR_STATEMENTS), count(TRANSACTIONS)) == (0, 0)
         received = bytearray()
         sock.settimeout(10)
-        while not received.endswith(END_OF_BODY):  # faster than the stall limit needs
+        while not complete(bytes(received)):  # faster than the stall limit needs
             chunk = sock.recv(1 << 16)
             assert chunk, "closed before the end"
             received += chunk
-    assert len(orjson.loads(dechunked(bytes(received)))) == BOUNTIES
-    assert wait_for_no_cursor() == (0, 0)
+    assert len(orjson.loads(body_of(bytes(received)))) == BOUNTIES
 
 
-def test_an_unpaged_list_past_the_streams_a_process_may_hold_answers_503_and_pages_still_answer(
-        one_stream: Server, big_list: None) -> None:
-    wire = Wire(one_stream)
-    with slow_client(one_stream):  # holds the one stream, reading nothing
+def test_slow_readers_from_many_addresses_hold_nothing_another_client_waits_for(server: Server, big_list: None) -> None:
+    produced = metric(server, 'bounty_spools_produced_total{kind="unpaged list"}')
+    readers = [slow_client(server, f"198.51.100.{70 + n}") for n in range(6)]  # more than the pool's connections
+    try:
         time.sleep(0.5)
-        busy = wire.send("GET", "/bounties")
-        assert busy.status == 503 and busy.headers["retry-after"] == "5"
-        assert "BOUNTY_HTTP_MAX_STREAMS" in busy.json()["detail"]
+        wire = Wire(server)
+        started = time.monotonic()
+        reply = wire.send("GET", "/bounties")
+        assert reply.status == 200 and len(reply.json()) == BOUNTIES
+        assert time.monotonic() - started < 5
+        assert reply.headers["content-length"] == str(len(reply.body))
         assert wire.send("GET", "/bounties?limit=1").status == 200
-    time.sleep(0.5)  # the slow client gone, its stream ends and frees its slot
-    assert len(wire.send("GET", "/bounties").json()) == BOUNTIES
+        wire.finish()
+        # One spool for everyone: the list was read from the database once.
+        assert metric(server, 'bounty_spools_produced_total{kind="unpaged list"}') == produced + 1
+    finally:
+        for sock in readers:
+            sock.close()
+
+
+def test_spools_are_unnamed_files_that_a_killed_process_leaves_nowhere(spool_dir: Path, big_list: None) -> None:
+    instance = next(serve(BOUNTY_SPOOL_DIR=str(spool_dir), **SMALL_POOL))
+    try:
+        with slow_client(instance, "198.51.100.64"):
+            time.sleep(1)
+            held = [os.readlink(f"/proc/{instance.process.pid}/fd/{fd}")
+                    for fd in os.listdir(f"/proc/{instance.process.pid}/fd")]
+            spools = [target for target in held if target.startswith(str(spool_dir))]
+            assert spools and all(target.endswith(" (deleted)") for target in spools), held
+            assert not list(spool_dir.iterdir())
+    finally:
+        instance.process.send_signal(signal.SIGKILL)
+        instance.process.wait()
+    assert not list(spool_dir.iterdir())
+
+
+def test_a_list_past_the_spools_disk_bound_answers_503_and_pages_still_answer(
+        small_disk: Server, big_list: None) -> None:
+    wire = Wire(small_disk)
+    busy = wire.send("GET", "/bounties")
+    assert busy.status == 503 and busy.headers["retry-after"] == "5"
+    assert "BOUNTY_SPOOL_MAX_BYTES" in busy.json()["detail"]
+    assert wire.send("GET", "/bounties?limit=1").status == 200
     wire.finish()
 
 
-def test_a_client_reading_an_unpaged_list_gets_429_for_another_while_other_clients_get_theirs(
-        two_streams: Server, big_list: None) -> None:
-    with slow_client(two_streams, "198.51.100.61"):  # holds one of the two streams, reading nothing
+def test_a_client_reading_as_many_unpaged_lists_as_it_may_gets_429_while_other_clients_get_theirs(
+        two_per_client: Server, big_list: None) -> None:
+    with slow_client(two_per_client, "198.51.100.61"), slow_client(two_per_client, "198.51.100.61"):
         time.sleep(0.5)
-        same = Wire(two_streams)
+        same = Wire(two_per_client)
         refused = same.send("GET", "/bounties", {"X-Forwarded-For": "198.51.100.61"})
         assert refused.status == 429 and refused.headers["retry-after"] == "5"
         assert "BOUNTY_HTTP_MAX_STREAMS_PER_CLIENT" in refused.json()["detail"]
         assert same.send("GET", "/bounties?limit=1", {"X-Forwarded-For": "198.51.100.61"}).status == 200
         same.finish()
-        other = Wire(two_streams)
+        other = Wire(two_per_client)
         assert len(other.send("GET", "/bounties", {"X-Forwarded-For": "198.51.100.62"}).json()) == BOUNTIES
         other.finish()
+    time.sleep(0.5)  # the slow clients gone, their claims end
+    again = Wire(two_per_client)
+    assert again.send("GET", "/bounties", {"X-Forwarded-For": "198.51.100.61"}).status == 200
+    again.finish()

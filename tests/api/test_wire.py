@@ -82,14 +82,17 @@ def test_the_front_page_the_docs_and_the_admin_frame_get_and_head(wire: Wire, pa
     wire.finish()
 
 
-def test_an_unpaged_list_is_chunked_and_its_head_sends_no_chunk(wire: Wire, active: Deployment) -> None:
+def test_an_unpaged_list_has_its_length_and_its_head_sends_none_of_its_body(wire: Wire, active: Deployment) -> None:
     for _ in range(3):
         make_bounty(active)
-    got = wire.send("GET", "/bounties")
-    assert got.headers["transfer-encoding"] == "chunked" and "content-length" not in got.headers
-    assert len(got.json()) == 3
-    head = wire.send("HEAD", "/bounties")
+    head = wire.send("HEAD", "/bounties")  # the list not read yet: a HEAD does not make the server read it
     assert head.body == b"" and "transfer-encoding" not in head.headers and "content-length" not in head.headers
+    got = wire.send("GET", "/bounties")
+    assert "transfer-encoding" not in got.headers and got.headers["content-length"] == str(len(got.body))
+    assert len(got.json()) == 3
+    head = wire.send("HEAD", "/bounties")  # read now: its length is known
+    assert head.body == b"" and head.headers["content-length"] == got.headers["content-length"]
+    assert head.headers["etag"] == got.headers["etag"]
     assert wire.send("GET", "/bounties").body == got.body
     wire.finish()
 

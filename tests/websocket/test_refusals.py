@@ -37,12 +37,13 @@ async def closed_then_ended() -> dict[str, Any]:
 
 def test_a_snapshot_that_finds_no_slot_is_closed_with_1013_and_the_application_ends_cleanly(
         monkeypatch: pytest.MonkeyPatch, settings: Any) -> None:
-    monkeypatch.setattr(limits, "_snapshot_readers", limits._SnapshotReaders())
-    settings.BOUNTY_WS_SNAPSHOT_READERS = 1
+    monkeypatch.setattr(limits, "_snapshot_slots", limits._SnapshotSlots())
+    settings.BOUNTY_WS_SNAPSHOT_READERS_PER_CLIENT = 1
     settings.BOUNTY_WS_SNAPSHOT_WAIT_SECONDS = 1
 
     async def scenario() -> dict[str, Any]:
-        await limits._snapshot_readers.process().acquire()  # the process's one snapshot reader, taken
+        address = limits.client_key(limits.scope_client_address({}))  # the communicator's client
+        await limits._snapshot_slots.join(address).acquire()  # the address's one snapshot slot, taken
         return await closed_then_ended()
 
     assert asyncio.run(scenario()) == {"type": "websocket.close", "code": 1013,

@@ -1,82 +1,86 @@
-"""A snapshot holds its slot for its own reading, not for waits on threads: the chunk that reaches
-the end closes the reader (a small snapshot is read and closed in the one call that opens it), and
-the process's snapshots run on threads kept from one snapshot to the next, never more than its
-snapshot readers (records.ws.snapshot)."""
+"""Snapshots are read from the database once per data version into a spool (records.spools,
+records.ws.snapshot) and every client connecting meanwhile is sent that spool; a change makes the
+next client's snapshot a new spool, and the old one goes once its last reader is done."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-import threading
 from typing import Any
 
 import pytest
 from channels.routing import URLRouter
 from channels.testing import WebsocketCommunicator
 
+from records import spools
 from records.routing import websocket_urlpatterns
 from records.ws import feed, limits, snapshot
-from records.ws.snapshot import SnapshotDeadline, SnapshotReader
+from records.ws.messages import MessageBatch, text_frame
 from tests.factories import make_bounty, make_deployment
+from tests.websocket.conftest import logged_bounty
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
-def three_bounties(settings: Any) -> None:
+def deployment(settings: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    monkeypatch.setattr(feed, "_feed", None)  # this event loop's own feed, not another test's
+    monkeypatch.setattr(limits, "_snapshot_slots", limits._SnapshotSlots())
     deployment = make_deployment()
     settings.BOUNTY_CHAIN_ID, settings.BOUNTY_CONTRACT_ADDRESS = deployment.chain_id, deployment.contract_address
     for _ in range(3):
         make_bounty(deployment)
+    return deployment
 
 
-def types(pieces: list[Any]) -> list[str]:
-    return [json.loads(text)["type"] for batch, _ in pieces for text in batch.texts]
+@pytest.fixture
+def productions(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The versions snapshots were read from the database at."""
+    made: list[str] = []
+    produce = snapshot._spool_snapshot
+
+    def recorded(writer: spools.SpoolWriter) -> Any:
+        version, position = produce(writer)
+        made.append(version)
+        return version, position
+
+    monkeypatch.setattr(snapshot, "_spool_snapshot", recorded)
+    return made
 
 
-def test_a_small_snapshot_is_read_and_closed_by_the_call_that_opens_it(three_bounties: None) -> None:
-    reader = SnapshotReader(SnapshotDeadline())
-    assert types(reader.open(framed=True)) == ["bounty.created"] * 3 + ["snapshot.complete"]
-    assert reader.closed
+async def snapshot_to_complete() -> list[dict[str, Any]]:
+    communicator = WebsocketCommunicator(URLRouter(websocket_urlpatterns), "/ws/events")
+    assert (await communicator.connect())[0]
+    messages = [json.loads(await communicator.receive_from(timeout=10))]
+    while messages[-1]["type"] != "snapshot.complete":
+        messages.append(json.loads(await communicator.receive_from(timeout=10)))
+    await communicator.disconnect()
+    return messages
 
 
-def test_a_larger_snapshot_is_closed_by_its_last_chunk(three_bounties: None, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(snapshot, "SNAPSHOT_CHUNK", 2)
-    reader = SnapshotReader(SnapshotDeadline())
-    chunks = [types(reader.open(framed=False))]
-    while not reader.closed:
-        chunks.append(types(reader.next_chunk(framed=False)))
-    assert chunks == [["bounty.created"] * 2, ["bounty.created", "snapshot.complete"], []]
-    reader.close()  # again: nothing
+def test_clients_connecting_at_one_data_version_share_one_read_of_the_database(
+        deployment: Any, productions: list[str]) -> None:
+    async def scenario() -> list[list[dict[str, Any]]]:
+        first = await snapshot_to_complete()
+        return [first, *await asyncio.gather(*(snapshot_to_complete() for _ in range(6)))]
+
+    snapshots = asyncio.run(scenario())
+    assert len(productions) == 1
+    assert all(received == snapshots[0] for received in snapshots)
+    assert [message["type"] for message in snapshots[0]] == ["bounty.created"] * 3 + ["snapshot.complete"]
 
 
-def test_a_process_s_snapshots_run_on_threads_it_keeps(
-        three_bounties: None, monkeypatch: pytest.MonkeyPatch, settings: Any) -> None:
-    monkeypatch.setattr(feed, "_feed", None)  # this event loop's own feed, not another test's
-    monkeypatch.setattr(snapshot, "_reader_threads", snapshot._ReaderThreads())
-    monkeypatch.setattr(limits, "_snapshot_readers", limits._SnapshotReaders())
-    settings.BOUNTY_WS_SNAPSHOT_READERS = 2
-    opened_on: list[int] = []
-    open_reader = SnapshotReader.open
+def test_a_change_makes_a_new_snapshot_and_the_superseded_spool_goes(deployment: Any, productions: list[str]) -> None:
+    first = asyncio.run(snapshot_to_complete())
+    logged_bounty(deployment)
+    second = asyncio.run(snapshot_to_complete())
+    assert len(productions) == 2 and productions[0] != productions[1]
+    assert second[-1]["payload"]["bounties"] == 4 and second[-1]["seq"] > first[-1]["seq"]
+    assert spools._registry._superseded == set()  # nobody reads the first one: closed at once
+    assert spools.spool_bytes() == sum(spool.size for spool in spools._registry._current.values())
 
-    def recorded_open(self: SnapshotReader, framed: bool) -> Any:
-        opened_on.append(threading.get_ident())
-        return open_reader(self, framed)
 
-    monkeypatch.setattr(SnapshotReader, "open", recorded_open)
-
-    async def snapshot_to_complete() -> None:
-        communicator = WebsocketCommunicator(URLRouter(websocket_urlpatterns), "/ws/events")
-        assert (await communicator.connect())[0]
-        while json.loads(await communicator.receive_from(timeout=10))["type"] != "snapshot.complete":
-            pass
-        await communicator.disconnect()
-
-    async def scenario() -> None:
-        for _ in range(3):  # one after another
-            await snapshot_to_complete()
-        await asyncio.gather(*(snapshot_to_complete() for _ in range(6)))  # more at once than the readers
-
-    asyncio.run(scenario())
-    assert len(opened_on) == 9
-    assert len(set(opened_on[:3])) == 1 and len(set(opened_on)) <= 2
+def test_a_batch_of_frames_gives_back_the_texts_it_frames() -> None:
+    texts = [b"a" * size for size in (0, 1, 125, 126, 65_535, 65_536, 70_000)]
+    batch = MessageBatch.of_frames(b"".join(map(text_frame, texts)), len(texts))
+    assert len(batch) == len(texts) and batch.texts == texts

@@ -13,7 +13,7 @@ export interface paths {
         };
         /**
          * List bounties
-         * @description An unpaged array when none of limit, cursor and q is sent (streamed), otherwise a page object.
+         * @description An unpaged array when none of limit, cursor and q is sent (with a Content-Length), otherwise a page object.
          */
         get: operations["bounties_list"];
         put?: never;
@@ -73,7 +73,7 @@ export interface paths {
         };
         /**
          * List disputes
-         * @description An unpaged array when none of limit, cursor and q is sent (streamed), otherwise a page object. `/disputes?bounty_id=` always answers a page object.
+         * @description An unpaged array when none of limit, cursor and q is sent (with a Content-Length), otherwise a page object. `/disputes?bounty_id=` always answers a page object.
          */
         get: operations["disputes_list"];
         put?: never;
@@ -153,7 +153,7 @@ export interface paths {
         };
         /**
          * List submissions
-         * @description An unpaged array when none of limit, cursor and q is sent (streamed), otherwise a page object.
+         * @description An unpaged array when none of limit, cursor and q is sent (with a Content-Length), otherwise a page object.
          */
         get: operations["submissions_list"];
         put?: never;
@@ -738,7 +738,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description an unpaged array while the server streams as many as it may (BOUNTY_HTTP_MAX_STREAMS); pages are not limited so */
+            /** @description an unpaged array the server could not read in time (BOUNTY_HTTP_MAX_STREAMS, BOUNTY_HTTP_LIST_WAIT_SECONDS) or has no room to send (BOUNTY_SPOOL_MAX_BYTES); pages are not limited so */
             503: {
                 headers: {
                     /** @description seconds */
@@ -1098,7 +1098,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description an unpaged array while the server streams as many as it may (BOUNTY_HTTP_MAX_STREAMS); pages are not limited so */
+            /** @description an unpaged array the server could not read in time (BOUNTY_HTTP_MAX_STREAMS, BOUNTY_HTTP_LIST_WAIT_SECONDS) or has no room to send (BOUNTY_SPOOL_MAX_BYTES); pages are not limited so */
             503: {
                 headers: {
                     /** @description seconds */
@@ -1483,7 +1483,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description an unpaged array while the server streams as many as it may (BOUNTY_HTTP_MAX_STREAMS); pages are not limited so */
+            /** @description an unpaged array the server could not read in time (BOUNTY_HTTP_MAX_STREAMS, BOUNTY_HTTP_LIST_WAIT_SECONDS) or has no room to send (BOUNTY_SPOOL_MAX_BYTES); pages are not limited so */
             503: {
                 headers: {
                     /** @description seconds */

@@ -1,0 +1,117 @@
+"""Spools (records.spools): one production per answer and version however many ask at once, a
+newer version supersedes, the disk bound cuts off superseded readers before it refuses, producers
+take turns first come first served, and a request that waits too long is refused while the
+spool is still made for the next."""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+
+from records import spools
+from records.spools import Producers, Spools, SpoolsFull, SpoolWriter
+
+MIB = 1024**2
+
+
+def producing(content: bytes, version: str, made: list[str], pause: float = 0.0) -> Any:
+    def produce(writer: SpoolWriter) -> tuple[str, None]:
+        made.append(version)
+        time.sleep(pause)
+        for start in range(0, len(content), 64 * 1024):
+            writer.write(content[start:start + 64 * 1024], messages=1)
+        return version, None
+    return produce
+
+
+def read_all(spool: spools.Spool) -> bytes:
+    reading = spools.open_reading(spool)
+    try:
+        return b"".join(spool.read(offset, length) for offset, length, _ in spool.pieces())
+    finally:
+        reading.close()
+
+
+@pytest.fixture
+def lists() -> Spools:
+    return Spools("list", Producers(lambda: 2))
+
+
+def test_requests_for_one_answer_at_once_share_one_production(lists: Spools) -> None:
+    made: list[str] = []
+    produce = producing(b"x" * 300_000, "v1", made, pause=0.3)
+    with ThreadPoolExecutor(8) as pool:
+        got = list(pool.map(lambda _: lists.get("all", "v1", produce, wait=10), range(8)))
+    assert made == ["v1"] and all(spool is got[0] for spool in got)
+    assert read_all(got[0]) == b"x" * 300_000
+    assert [length for _, length, _ in got[0].pieces()][:1] == [64 * 1024]
+
+
+def test_a_newer_version_supersedes_and_the_old_spool_goes_with_its_last_reader(lists: Spools) -> None:
+    made: list[str] = []
+    old = lists.get("all", "v1", producing(b"a" * 1000, "v1", made), wait=10)
+    reading = spools.open_reading(old)
+    new = lists.get("all", "v2", producing(b"b" * 2000, "v2", made), wait=10)
+    assert read_all(new) == b"b" * 2000
+    assert old.superseded and not old.closed and spools.spool_bytes() == 3000  # still read
+    assert old.read(0, 10) == b"a" * 10
+    reading.close()
+    assert old.closed and spools.spool_bytes() == 2000
+
+
+def test_past_the_disk_bound_superseded_readers_are_cut_off_then_a_read_without_room_is_refused(
+        lists: Spools, settings: Any) -> None:
+    settings.BOUNTY_SPOOL_MAX_BYTES = MIB
+    made: list[str] = []
+    old = lists.get("all", "v1", producing(b"a" * 600_000, "v1", made), wait=10)
+    reading = spools.open_reading(old)
+    current = lists.get("all", "v2", producing(b"b" * 300_000, "v2", made), wait=10)
+    current_reading = spools.open_reading(current)
+    # 900,000 bytes held: 300,000 more need the superseded spool's disk, whose reader is cut off.
+    with pytest.raises(SpoolsFull, match="BOUNTY_SPOOL_MAX_BYTES"):
+        lists.get("other", "v2", producing(b"c" * 300_000, "v2", made), wait=10)
+    with pytest.raises(spools.SpoolCutOff):
+        old.read(0, 10)
+    assert current.read(0, 10) == b"b" * 10  # a current spool's readers are never cut off
+    reading.close()
+    assert spools.spool_bytes() == 300_000
+    assert read_all(lists.get("other", "v2", producing(b"c" * 300_000, "v2", made), wait=10)) == b"c" * 300_000
+    current_reading.close()
+
+
+def test_producers_take_turns_first_come_first_served() -> None:
+    producers = Producers(lambda: 1)
+    assert producers.take(0)
+    order: list[int] = []
+
+    def wait_turn(number: int) -> None:
+        assert producers.take(10)
+        order.append(number)
+        producers.give_back()
+
+    threads = []
+    for number in range(5):
+        threads.append(threading.Thread(target=wait_turn, args=(number,)))
+        threads[-1].start()
+        time.sleep(0.05)  # each queued after the one before
+    producers.give_back()
+    for thread in threads:
+        thread.join(10)
+    assert order == [0, 1, 2, 3, 4]
+    assert not producers.busy()
+
+
+def test_a_request_that_waits_too_long_is_refused_and_the_spool_is_still_made(lists: Spools) -> None:
+    made: list[str] = []
+    slow = producing(b"s" * 1000, "v1", made, pause=1.0)
+    with ThreadPoolExecutor(1) as pool:
+        first = pool.submit(lists.get, "all", "v1", slow, 10)
+        time.sleep(0.2)
+        with pytest.raises(spools.SpoolLate, match=r"within 0\.3 s"):
+            lists.get("all", "v1", slow, wait=0.3)
+        assert read_all(first.result()) == b"s" * 1000
+    assert lists.get("all", "v1", slow, wait=0.3) is first.result() and made == ["v1"]
