@@ -23,8 +23,8 @@ from typing import Any
 from django.http import HttpRequest, HttpResponseBase, StreamingHttpResponse
 from django.urls import Resolver404, ResolverMatch, resolve
 
-from bountysite.ratelimit import request_address
 from records.api.errors import not_found
+from records.limits import request_address
 from records.metrics import HTTP_LATENCY, HTTP_REQUESTS
 
 access_log = logging.getLogger("records.access")

@@ -12,7 +12,7 @@ so one client per pool serves every thread.
 Django keeps a cache instance per thread and per asyncio context (`caches` is an asgiref Local):
 each request's thread, each websocket consumer's task gets its own, and each instance would open
 a pool of its own. 300 websocket clients held 227 Redis connections in one process that way, one
-per open connection's admission (records/ws/limits.py). Every instance of a location here shares
+per open connection's admission (records/limits.py). Every instance of a location here shares
 the process's one client instead, whose pool holds at most REDIS_MAX_CONNECTIONS connections
 (settings: a `BlockingConnectionPool`, where a call waits at most REDIS_TIMEOUT_MS for a free
 one, and is then done without Redis like a call that timed out)."""

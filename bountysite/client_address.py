@@ -1,7 +1,7 @@
 """The client's address behind proxies, by one rule for every part of the service that needs it:
-the HTTP rate limits (bountysite.ratelimit), the access lines (bountysite.access) and the
-websocket's limits (records.ws.limits). No Django here: each caller passes the peer, the
-X-Forwarded-For header and the trusted networks (settings.BOUNTY_TRUSTED_PROXIES) as it has them.
+every limit, the access lines and the admin's sign-in records, through records.limits' two
+adapters (an HTTP request's, a websocket scope's). No Django here: each adapter passes the peer,
+the X-Forwarded-For header and the trusted networks (settings.BOUNTY_TRUSTED_PROXIES).
 
 Every per-client limit counts a client by `client_key`: an IPv4 address is a client, but an IPv6
 host is usually given a whole /64 (RFC 6177's smallest end-site assignment), where it may take a

@@ -106,7 +106,7 @@ tests/api/test_reason_phrases.py, the layer 5 in tests/api/test_bodiless.py.
    refuse a websocket handshake only with `websocket.close` before accepting, which daphne answers
    `403 Access denied`, with no header of the application's; and daphne ignores ASGI's
    `websocket.http.response.start` / `.body`. We need the connection rate limit
-   (records.ws.limits) to answer as the HTTP rate limit does: 429, `Retry-After`, the error shape.
+   (records.limits) to answer as the HTTP rate limit does: 429, `Retry-After`, the error shape.
    The patch announces `scope["extensions"]["websocket.http.response"]` and, for those messages
    before the handshake completes, writes the application's status, headers and body as the HTTP
    response to the upgrade request (with `Content-Length` and `Connection: close`), then closes the

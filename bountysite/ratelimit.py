@@ -1,4 +1,5 @@
-"""HTTP rate limits: fixed windows per client, counted in the shared cache.
+"""HTTP rate limits, the middleware that applies them (the limits themselves, and how a client is
+counted, are records.limits'): fixed windows per client, counted in the shared cache.
 
 **The public budget** (BOUNTY_RATE_LIMIT requests per BOUNTY_RATE_WINDOW_SECONDS) counts every
 route but `/health`, `/metrics` and the admin, unknown routes included. Each counted response
@@ -18,70 +19,24 @@ moderator is never refused. All this is decided by the path, before the session 
 the check costs no query.
 
 The client is the peer address; the X-Forwarded-For chain is believed only as far as it runs
-through configured trusted proxies, and an IPv6 client is its /64 (bountysite/client_address.py).
+through configured trusted proxies, and an IPv6 client is its /64 (records.limits.request_client).
 With Redis configured, every worker process counts against the same budgets; while Redis cannot
 be reached, each process counts its own (said once in the log, bountysite/redis_reach.py).
 """
 
 from __future__ import annotations
 
-import math
-import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from django.conf import settings
-from django.core.cache import caches
 from django.http import HttpRequest, HttpResponse, HttpResponseBase
 
-from bountysite.cache import RedisCache, count_in
-from bountysite.client_address import client_address, client_key
 from records.api.errors import error_response
+from records.limits import Spent, request_client, spend
 
 EXEMPT_PATHS = frozenset({"/health", "/metrics"})
 ADMIN = "/admin"  # where bountysite/urls.py mounts the admin
 PASSWORD_FORMS = frozenset({"/admin/login/", "/admin/password_change/"})  # the admin's, as its URLs name them
-
-
-def request_address(request: HttpRequest) -> str:
-    """The request's client address, by bountysite.client_address's rule (the access lines, the
-    admin's record of sign-in attempts)."""
-    return client_address(request.META.get("REMOTE_ADDR", ""), request.META.get("HTTP_X_FORWARDED_FOR"),
-                          trusted=settings.BOUNTY_TRUSTED_PROXIES)
-
-
-def request_client(request: HttpRequest) -> str:
-    """The client a request is counted against (the rate limits', the response cache's budget): its
-    address, an IPv6 client's /64."""
-    return client_key(request_address(request))
-
-
-def shared_count(key: str, timeout: int) -> int:
-    """Adds one to the counter at `key` (of `timeout` seconds) in the shared cache: this request's
-    number in its client's window."""
-    shared = caches["default"]
-    if isinstance(shared, RedisCache):
-        return shared.count(key, timeout)  # this process's own count while Redis cannot be reached
-    return count_in(shared, key, timeout)  # a process-local cache: no other process counts
-
-
-@dataclass(frozen=True)
-class Spent:
-    """A request counted in its client's current window of one budget."""
-
-    count: int  # this request's number in the window
-    reset: int  # Unix time when the window ends
-    retry_after: int  # whole seconds until then, at least 1
-
-
-def spend(budget: str, client: str, window: int) -> Spent:
-    """Counts one request of `client` against `budget`, in windows of `window` seconds that start
-    at multiples of it in Unix time (the websocket counts its connections so too, records.ws.limits)."""
-    now = time.time()
-    window_start = int(now // window) * window
-    reset = window_start + window
-    count = shared_count(f"ratelimit:{budget}:{client}:{window_start}", timeout=window + 1)
-    return Spent(count, reset, max(1, math.ceil(reset - now)))
 
 
 def _too_many(detail: str, spent: Spent) -> HttpResponse:

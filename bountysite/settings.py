@@ -399,7 +399,7 @@ AXES_FAILURE_LIMIT = env_int("BOUNTY_ADMIN_LOCKOUT_FAILURES", 10, minimum=1)
 AXES_COOLOFF_TIME = timedelta(minutes=env_int("BOUNTY_ADMIN_LOCKOUT_MINUTES", 30, minimum=1))
 AXES_LOCKOUT_PARAMETERS = ["username"]
 AXES_RESET_ON_SUCCESS = True
-AXES_CLIENT_IP_CALLABLE = "bountysite.ratelimit.request_address"  # the service's one rule
+AXES_CLIENT_IP_CALLABLE = "records.limits.request_address"  # the service's one rule
 AXES_LOCKOUT_CALLABLE = "bountysite.sign_in.locked_out"
 AXES_DISABLE_ACCESS_LOG = True  # the access lines are the service's own (bountysite/access.py)
 # axes would also lock by address; bountysite.ratelimit's login limit already counts per address,

@@ -1,6 +1,6 @@
 """The admin's sign-in against password guessing spread over many addresses (django-axes).
 
-The per-address login limit (bountysite.ratelimit) stops one address guessing; a guesser with
+The per-address login limit (bountysite.ratelimit, records.limits) stops one address guessing; a guesser with
 many addresses spends one attempt from each. So a moderator's account locks, whatever the
 addresses, after BOUNTY_ADMIN_LOCKOUT_FAILURES wrong passwords in a row, for
 BOUNTY_ADMIN_LOCKOUT_MINUTES: its sign-in then answers 429 even to the right password, until the
@@ -18,8 +18,8 @@ from typing import Any
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 
-from bountysite.ratelimit import request_address
 from records.api.errors import error_response
+from records.limits import request_address
 from records.metrics import ADMIN_SIGN_IN_LOCKED_OUT
 
 logger = logging.getLogger(__name__)

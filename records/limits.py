@@ -1,19 +1,168 @@
-"""Per-client limits of this process's full reads (docs/operations.md, Limits).
+"""Every per-client and per-process limit of the web processes, in one place.
 
-A full read (an unpaged list, a snapshot) costs its client's process a descriptor and a bounded
-buffer while the client takes it (records.spools). How many one client address takes at once is
-bounded per process: `Claims`. A claim is taken when the request is answered and started when its
-body begins; one never started (its request cancelled before the body began) stops counting after
-HANDOVER_SECONDS, so nothing depends on a finaliser to give it back.
+Who a client is follows one rule (bountysite/client_address.py: X-Forwarded-For believed only from
+BOUNTY_TRUSTED_PROXIES, an IPv6 client counted by its /64), with one adapter for HTTP requests
+(`request_address`, `request_client`) and one for websocket scopes (`scope_address`,
+`scope_client`). Settings are read when a limit is applied, never kept from the process's start.
+
+Each limit, its settings, how it is counted, and what a client past it gets:
+
+- HTTP requests: BOUNTY_RATE_LIMIT per BOUNTY_RATE_WINDOW_SECONDS; per client, across processes;
+  429 (bountysite.ratelimit applies it).
+- The admin's password forms: BOUNTY_ADMIN_LOGIN_RATE_LIMIT per its window; per client, across
+  processes; 429.
+- New response-cache entries: BOUNTY_API_CACHE_ENTRIES_PER_CLIENT per BOUNTY_API_CACHE_SECONDS;
+  per client, across processes; the answer is not stored.
+- Unpaged lists taken at once: BOUNTY_HTTP_MAX_STREAMS_PER_CLIENT; per client, per process; 429.
+- Unpaged lists read from the database at once: BOUNTY_HTTP_MAX_STREAMS; per process
+  (records.spools); a wait, then 503.
+- Websocket connections: BOUNTY_WS_MAX_CONNECTIONS per process, BOUNTY_WS_MAX_CONNECTIONS_PER_CLIENT
+  per client across processes; 1008.
+- Websocket connects: BOUNTY_WS_CONNECTS_PER_MINUTE; per client, across processes; 429 before
+  the upgrade.
+- Snapshots sent at once: BOUNTY_WS_SNAPSHOT_READERS_PER_CLIENT; per client, per process; a wait,
+  then 1013.
+- Snapshots read from the database at once: BOUNTY_WS_SNAPSHOT_READERS; per process
+  (records.spools); a wait, then 1013.
+- Messages from a client: BOUNTY_WS_MAX_MESSAGES per BOUNTY_WS_MESSAGE_WINDOW_SECONDS, each at
+  most BOUNTY_WS_MAX_MESSAGE_BYTES; per connection; 1008.
+- Spool disk: BOUNTY_SPOOL_MAX_BYTES; per process (records.spools); 503, 1013.
+
+"Across processes" means in Redis, shared by every web process; without Redis, or while it cannot
+be reached (bountysite/redis_reach.py), each process counts alone. Nothing here is given back by
+a finaliser: what a request or connection holds is released where it ends, or stops counting by
+itself (a claim never started, an entry in Redis not renewed).
+
+**Counting in windows** (`spend`): fixed windows of a budget's length that start at multiples of
+it in Unix time, one counter per client and window, incremented in one round trip.
+
+**Websocket connections** are capped by counting the open connections themselves, never a
+counter that a lost or missed decrement would leave too high:
+
+- Each process keeps its open connections, by client, in memory; they are added and removed
+  without an await in between, so concurrent connections cannot race. They answer the
+  per-process cap, and the per-client cap when there is no Redis.
+- With Redis, a client's connections are the members of a sorted set (`ws:connections:<client>`),
+  each scored with the time it expires at. One Lua script admits a connection: it drops the
+  expired members, counts the others and adds the new one if the count is under the cap. The
+  connection's process removes it when it closes, and renews the expiry of all its connections
+  every RENEW_SECONDS (adding back any a flush of Redis lost), so the members of a process that
+  died without removing them stop counting within ENTRY_SECONDS.
+- Calls to Redis run on REDIS_THREADS threads, a client's calls always on the same one, in the
+  order they are made: a removal never overtakes its connection's admission, nor a renewal that
+  still lists the connection; other clients' calls go on meanwhile, so a slow Redis does not
+  serialise every handshake. A handshake waits for Redis at most twice REDIS_TIMEOUT_MS, then
+  decides as without Redis; the connections admitted so join the shared count at the next
+  renewal.
+- At the process's exit, what it still holds in Redis is removed (daphne may stop without ending
+  its applications).
 """
 
 from __future__ import annotations
 
+import asyncio
+import atexit
+import itertools
+import logging
+import math
 import threading
 import time
+import uuid
+import zlib
+from collections import defaultdict, deque
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from django.conf import settings
+from django.core.cache import caches
+from django.http import HttpRequest
+
+from bountysite.cache import RedisCache, count_in
+from bountysite.client_address import client_address, client_key
+from records.metrics import WS_SNAPSHOTS_WAITING
+from records.ws.closes import TRY_AGAIN_LATER, Refusal
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+# ---------------------------------------------------------------------------- who the client is
+
+
+def request_address(request: HttpRequest) -> str:
+    """An HTTP request's client address (the access lines, the admin's record of sign-in attempts)."""
+    return client_address(request.META.get("REMOTE_ADDR", ""), request.META.get("HTTP_X_FORWARDED_FOR"),
+                          trusted=settings.BOUNTY_TRUSTED_PROXIES)
+
+
+def request_client(request: HttpRequest) -> str:
+    """What an HTTP request's client is counted as: its address, an IPv6 client's /64."""
+    return client_key(request_address(request))
+
+
+def scope_address(scope: dict[str, Any]) -> str:
+    """A websocket's client address, from its ASGI scope."""
+    peer = str((scope.get("client") or ("", 0))[0])
+    forwarded = [value.decode("latin1") for name, value in scope.get("headers", []) if name == b"x-forwarded-for"]
+    return client_address(peer, ",".join(forwarded) or None, trusted=settings.BOUNTY_TRUSTED_PROXIES)
+
+
+def scope_client(scope: dict[str, Any]) -> str:
+    """What a websocket's client is counted as: its address, an IPv6 client's /64."""
+    return client_key(scope_address(scope))
+
+
+# ---------------------------------------------------------------------------- counting in windows
+
+
+def _shared() -> RedisCache | None:
+    """The cache the processes share their counts through; None without Redis."""
+    shared = caches["default"]
+    return shared if isinstance(shared, RedisCache) else None
+
+
+def increment_shared_count(key: str, timeout: int) -> int:
+    """Adds one to the counter at `key` (of `timeout` seconds) in the shared cache; returns it."""
+    shared = _shared()
+    if shared is not None:
+        return shared.count(key, timeout)  # this process's own count while Redis cannot be reached
+    return count_in(caches["default"], key, timeout)  # a process-local cache: no other process counts
+
+
+@dataclass(frozen=True)
+class Spent:
+    """One unit spent of a client's current window of a budget."""
+
+    count: int  # its number in the window
+    reset: int  # Unix time when the window ends
+    retry_after: int  # whole seconds until then, at least 1
+
+
+def spend(budget: str, client: str, window: int) -> Spent:
+    """Spends one unit of `client`'s `budget`, in windows of `window` seconds."""
+    now = time.time()
+    window_start = int(now // window) * window
+    reset = window_start + window
+    count = increment_shared_count(f"ratelimit:{budget}:{client}:{window_start}", timeout=window + 1)
+    return Spent(count, reset, max(1, math.ceil(reset - now)))
+
+
+def spend_cache_budget(request: HttpRequest, size: int) -> bool:
+    """Whether a rendered body of `size` bytes may go in the response cache, spending one of its
+    client's entries when it may: not past BOUNTY_API_CACHE_MAX_BODY_BYTES, and while the client
+    has added at most BOUNTY_API_CACHE_ENTRIES_PER_CLIENT entries in the current window of
+    BOUNTY_API_CACHE_SECONDS (so one client adds at most twice that many at once, two windows'
+    worth outliving their window, each of a bounded size)."""
+    lifetime: int = settings.BOUNTY_API_CACHE_SECONDS
+    if size > settings.BOUNTY_API_CACHE_MAX_BODY_BYTES or not lifetime:
+        return False
+    added = spend("cache-budget", request_client(request), lifetime).count
+    return added <= settings.BOUNTY_API_CACHE_ENTRIES_PER_CLIENT
+
+
+# ---------------------------------------------------------------------------- full reads taken at once
 
 HANDOVER_SECONDS = 10.0  # as records.spools keeps a spool for a request that has not begun to read it
 
@@ -33,6 +182,7 @@ class Claim:
         self.started = True
 
     def expired(self, now: float) -> bool:
+        """A claim whose body never began (its request was cancelled first) stops counting."""
         return not self.started and now - self.taken > HANDOVER_SECONDS
 
     def release(self) -> None:
@@ -42,7 +192,7 @@ class Claim:
 
 
 class Claims:
-    """At most `limit()` claims per client address (an IPv6 client's /64) at once, in this process."""
+    """At most `limit()` claims per client at once, in this process."""
 
     def __init__(self, limit: Callable[[], int]) -> None:
         self.limit = limit
@@ -50,8 +200,7 @@ class Claims:
         self._of: dict[str, set[Claim]] = {}
 
     def claim(self, client: str) -> Claim | None:
-        """A new claim of `client` (its key: bountysite.client_address.client_key); None when it
-        holds as many as it may."""
+        """A new claim of `client` (`request_client`); None when it holds as many as it may."""
         now = time.monotonic()
         with self._lock:
             held = {claim for claim in self._of.get(client, ()) if not claim.expired(now)}
@@ -71,10 +220,271 @@ class Claims:
                 if not held:
                     del self._of[claim.client]
 
-    def held_by(self, client: str) -> int:
+
+unpaged_list_claims = Claims(lambda: settings.BOUNTY_HTTP_MAX_STREAMS_PER_CLIENT)
+
+
+# ---------------------------------------------------------------------------- websocket connections
+
+RENEW_SECONDS = 20.0  # how often a process renews its connections' entries in Redis
+ENTRY_SECONDS = 60.0  # how long an entry counts without being renewed: its process died
+REDIS_THREADS = 8
+CONNECTS_WINDOW_SECONDS = 60
+
+_PROCESS = uuid.uuid4().hex[:12]  # connection IDs are unique across processes and hosts
+_connection_ids = itertools.count(1)
+
+
+class _RedisCalls:
+    """The websocket's calls to Redis, a client's always on the same thread, in order."""
+
+    def __init__(self, threads: int) -> None:
+        self._threads = [ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"ws-redis-{n}") for n in range(threads)]
+
+    def of(self, client_set: str) -> ThreadPoolExecutor:
+        return self._threads[zlib.crc32(client_set.encode()) % len(self._threads)]
+
+    async def within_bound(self, client_set: str, fallback: T, call: Callable[..., T], *args: Any) -> T:
+        """`call(*args)` on the client's thread; `fallback` if it has not answered within twice
+        REDIS_TIMEOUT_MS (it still runs, in its turn)."""
+        future = self.of(client_set).submit(call, *args)
+        try:
+            async with asyncio.timeout(2 * settings.REDIS_TIMEOUT_SECONDS):
+                return await asyncio.shield(asyncio.wrap_future(future))
+        except TimeoutError:
+            logger.warning("Redis did not answer a websocket's call within %s s: decided without it",
+                           2 * settings.REDIS_TIMEOUT_SECONDS)
+            return fallback
+
+
+_redis_calls = _RedisCalls(REDIS_THREADS)
+
+
+async def spend_connect(scope: dict[str, Any]) -> int | None:
+    """Spends one of the connects BOUNTY_WS_CONNECTS_PER_MINUTE allows the websocket's client: when
+    it has none left this minute, the whole seconds until it has; else None."""
+    limit: int = settings.BOUNTY_WS_CONNECTS_PER_MINUTE
+    if not limit:
+        return None
+    client = scope_client(scope)
+    spent = await _redis_calls.within_bound(f"ws:connections:{client}", None, spend, "ws-connects", client,
+                                            CONNECTS_WINDOW_SECONDS)
+    return spent.retry_after if spent is not None and spent.count > limit else None
+
+
+class ConnectionSlot:
+    """One connection's place under the per-process and per-client caps."""
+
+    def __init__(self, scope: dict[str, Any]) -> None:
+        self.client = scope_client(scope)  # what the caps count the client by: an IPv6 client's /64
+        self.key = f"ws:connections:{self.client}"  # the client's set in Redis
+        self.member = f"{_PROCESS}:{next(_connection_ids)}"
+        self.shared: RedisCache | None = None  # where the connection is being admitted or is counted
+        self.admitted = False
+
+    async def acquire(self) -> bool:
+        """Takes the slot; False when a cap is reached (nothing is then held). `release()` gives
+        back whatever was taken, also when the acquisition is interrupted."""
+        shared = _shared()
+        if len(_open) >= settings.BOUNTY_WS_MAX_CONNECTIONS or (
+                shared is None and _open.of(self.client) >= settings.BOUNTY_WS_MAX_CONNECTIONS_PER_CLIENT):
+            return False
+        _open.add(self)
+        if shared is None:
+            self.admitted = True
+            return True
+        self.shared = shared
+        _renewal.start()
+        cap: int = settings.BOUNTY_WS_MAX_CONNECTIONS_PER_CLIENT
+        admitted = await _redis_calls.within_bound(self.key, None, shared.add_capped, self.key, self.member, cap,
+                                                   ENTRY_SECONDS)
+        # Without Redis, this process's own count decides; the renewal adds the connection to the
+        # shared count once Redis answers again.
+        self.admitted = admitted if admitted is not None else _open.of(self.client) <= cap
+        if not self.admitted:
+            _open.discard(self)
+        return self.admitted
+
+    def release(self) -> None:
+        """Gives the slot back (nothing if none is held). Synchronous, so that no cancellation can
+        interrupt it: the removal from Redis is queued on the client's thread, behind the
+        admission and any renewal already queued."""
+        if not _open.discard(self) or self.shared is None:
+            return
+        _redis_calls.of(self.key).submit(self.shared.remove_members, {self.key: [self.member]}).add_done_callback(
+            _log_failed_removal)
+
+
+def _log_failed_removal(removal: Future[None]) -> None:
+    if not removal.cancelled() and (error := removal.exception()) is not None:
+        logger.warning("could not remove a websocket connection from the shared count; it stops counting "
+                       "within %s s", ENTRY_SECONDS, exc_info=error)
+
+
+class _OpenConnections:
+    """This process's open connections (admitted, or being admitted), by client."""
+
+    def __init__(self) -> None:
+        self._by_client: defaultdict[str, set[ConnectionSlot]] = defaultdict(set)
+        self._count = 0
+
+    def __len__(self) -> int:
+        return self._count
+
+    def of(self, client: str) -> int:
+        slots = self._by_client.get(client)
+        return len(slots) if slots else 0
+
+    def add(self, slot: ConnectionSlot) -> None:
+        self._by_client[slot.client].add(slot)
+        self._count += 1
+
+    def discard(self, slot: ConnectionSlot) -> bool:
+        """Removes the slot; False if it was not there."""
+        slots = self._by_client.get(slot.client)
+        if slots is None or slot not in slots:
+            return False
+        slots.remove(slot)
+        if not slots:
+            del self._by_client[slot.client]
+        self._count -= 1
+        return True
+
+    def shared_members(self) -> dict[str, list[str]]:
+        """The members in Redis of the connections admitted there, by key."""
+        members: dict[str, list[str]] = {}
+        for slots in self._by_client.values():
+            for slot in slots:
+                if slot.admitted and slot.shared is not None:
+                    members.setdefault(slot.key, []).append(slot.member)
+        return members
+
+
+class _Renewal:
+    """Renews this process's entries in Redis every RENEW_SECONDS, from its first admission on,
+    each client's on its own thread (`_RedisCalls`)."""
+
+    def __init__(self) -> None:
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        if self._task is None or self._task.done() or self._task.get_loop() is not asyncio.get_running_loop():
+            self._task = asyncio.create_task(self._run())
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(RENEW_SECONDS)
+            shared = _shared()
+            if shared is None:
+                continue
+            by_thread: defaultdict[ThreadPoolExecutor, dict[str, list[str]]] = defaultdict(dict)
+            for key, members in _open.shared_members().items():
+                by_thread[_redis_calls.of(key)][key] = members
+            renewals = [asyncio.wrap_future(thread.submit(shared.renew_members, members, ENTRY_SECONDS))
+                        for thread, members in by_thread.items()]
+            for renewal in await asyncio.gather(*renewals, return_exceptions=True):
+                if isinstance(renewal, Exception):
+                    logger.warning("could not renew the websocket connections in the shared count; retrying in %s s",
+                                   RENEW_SECONDS, exc_info=renewal)
+
+
+_open = _OpenConnections()
+_renewal = _Renewal()
+
+
+@atexit.register
+def _remove_all_shared() -> None:
+    """Removes this process's entries from Redis at its exit, for the connections it did not end
+    (daphne may stop without ending its applications)."""
+    shared = _shared()
+    members = _open.shared_members()
+    if shared is not None and members:
+        try:
+            shared.remove_members(members)
+        except Exception:
+            logger.warning("could not remove this process's websocket connections from the shared count; they "
+                           "stop counting within %s s", ENTRY_SECONDS, exc_info=True)
+
+
+# ---------------------------------------------------------------------------- snapshots sent at once
+
+
+class SnapshotSlot:
+    """A snapshot's place among its client's (BOUNTY_WS_SNAPSHOT_READERS_PER_CLIENT at once, in
+    this process), held inside `async with`."""
+
+    def __init__(self, client: str) -> None:
+        self.client = client  # `scope_client`
+        self._held: asyncio.Semaphore | None = None
+
+    async def __aenter__(self) -> SnapshotSlot:
+        """Waits for the client's slot: Refusal (1013) past BOUNTY_WS_SNAPSHOT_WAIT_SECONDS,
+        holding nothing."""
+        wait: int = settings.BOUNTY_WS_SNAPSHOT_WAIT_SECONDS
+        semaphore = _snapshot_slots.join(self.client)
+        try:
+            with WS_SNAPSHOTS_WAITING.track_inprogress():
+                async with asyncio.timeout(wait):
+                    await semaphore.acquire()
+                    self._held = semaphore
+        except BaseException as error:
+            self._release()
+            if isinstance(error, TimeoutError):
+                raise Refusal(TRY_AGAIN_LATER, f"no snapshot slot free within {wait} s; try again later") from None
+            raise
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self._release()
+
+    def _release(self) -> None:
+        if self._held is not None:
+            self._held.release()
+            self._held = None
+        _snapshot_slots.leave(self.client)
+
+
+class _SnapshotSlots:
+    """This process's snapshot semaphores, one per client for as long as a snapshot of the client
+    holds it or waits for it (each made with the setting as it is then)."""
+
+    def __init__(self) -> None:
+        self._by_client: dict[str, asyncio.Semaphore] = {}
+        self._users: defaultdict[str, int] = defaultdict(int)
+
+    def join(self, client: str) -> asyncio.Semaphore:
+        """The client's semaphore, for one more snapshot (`leave` when it is done with it)."""
+        self._users[client] += 1
+        if client not in self._by_client:
+            self._by_client[client] = asyncio.Semaphore(settings.BOUNTY_WS_SNAPSHOT_READERS_PER_CLIENT)
+        return self._by_client[client]
+
+    def leave(self, client: str) -> None:
+        self._users[client] -= 1
+        if self._users[client] <= 0:
+            del self._users[client], self._by_client[client]
+
+
+_snapshot_slots = _SnapshotSlots()
+
+
+# ---------------------------------------------------------------------------- messages from a client
+
+
+class MessageBudget:
+    """What a client may send: BOUNTY_WS_MAX_MESSAGES per BOUNTY_WS_MESSAGE_WINDOW_SECONDS (a
+    sliding window), each at most BOUNTY_WS_MAX_MESSAGE_BYTES."""
+
+    def __init__(self) -> None:
+        self._times: deque[float] = deque()
+
+    def spend(self, size: int) -> bool:
+        """Counts a message of `size` bytes; whether the client is still within its budget."""
+        if size > settings.BOUNTY_WS_MAX_MESSAGE_BYTES:
+            return False
         now = time.monotonic()
-        with self._lock:
-            return sum(not claim.expired(now) for claim in self._of.get(client, ()))
-
-
-client_lists = Claims(lambda: settings.BOUNTY_HTTP_MAX_STREAMS_PER_CLIENT)
+        window: int = settings.BOUNTY_WS_MESSAGE_WINDOW_SECONDS
+        while self._times and self._times[0] <= now - window:
+            self._times.popleft()
+        self._times.append(now)
+        return len(self._times) <= settings.BOUNTY_WS_MAX_MESSAGES

@@ -11,7 +11,8 @@ forwarding and the ways a server is lost:
   and its answer never comes, as with a host lost mid-commit;
 - `forward()`: back to forwarding. The connections a blackhole held are closed: the server sees
   them end (and a session's advisory lock go), as its keepalives would find in the end;
-- `retarget(host, port)`: new connections to another server, the open ones reset (a failover).
+- `retarget(host, port)`: new connections to another server, the open ones reset (a failover);
+- `delay(seconds)`: forwarding goes on, each chunk held `seconds` first (a server far away).
 
 One thread runs it all over a selector; each switch returns once that thread has applied it, so
 that what the test does next meets the new behaviour.
@@ -19,12 +20,14 @@ that what the test does next meets the new behaviour.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import queue
 import selectors
 import socket
 import struct
 import threading
+import time
 from collections.abc import Callable
 from typing import Self
 
@@ -48,6 +51,8 @@ class FaultyProxy:
         self._needle: bytes | None = None  # blackhole_after's
         self._needle_met = threading.Event()
         self._commands: queue.SimpleQueue[tuple[Callable[[], None], threading.Event]] = queue.SimpleQueue()
+        self.latency = 0.0  # delay()'s
+        self._delayed: collections.deque[tuple[float, socket.socket, socket.socket, bytes]] = collections.deque()
         self._wake_r, self._wake_w = socket.socketpair()
         self._running = True
         self._thread = threading.Thread(target=self._serve, name="faulty proxy", daemon=True)
@@ -118,6 +123,11 @@ class FaultyProxy:
 
     # ------------------------------------------------------------------ the proxy's thread
 
+    def delay(self, seconds: float) -> None:
+        def apply() -> None:
+            self.latency = seconds
+        self._apply(apply)
+
     def _apply(self, command: Callable[[], None]) -> None:
         done = threading.Event()
         self._commands.put((command, done))
@@ -184,6 +194,14 @@ class FaultyProxy:
             return
         if self.mode != FORWARD or peer is None or peer not in self._peers:
             return  # swallowed, never answered
+        if self.latency or self._delayed:  # in order behind what waits already
+            self._delayed.append((time.monotonic() + self.latency, sock, peer, data))
+            return
+        self._send(sock, peer, data)
+
+    def _send(self, sock: socket.socket, peer: socket.socket, data: bytes) -> None:
+        if peer not in self._peers:
+            return
         try:
             peer.setblocking(True)
             peer.sendall(data)
@@ -197,9 +215,16 @@ class FaultyProxy:
             self.mode = BLACKHOLE
             self._needle_met.set()
 
+    def _send_due(self) -> float:
+        """Sends the delayed chunks that are due; the seconds until the next one is."""
+        while self._delayed and self._delayed[0][0] <= time.monotonic():
+            _, sock, peer, data = self._delayed.popleft()
+            self._send(sock, peer, data)
+        return max(0.0, self._delayed[0][0] - time.monotonic()) if self._delayed else 0.5
+
     def _serve(self) -> None:
         while self._running:
-            for key, _ in self._selector.select(timeout=0.5):
+            for key, _ in self._selector.select(timeout=min(0.5, self._send_due())):
                 sock = key.fileobj
                 if sock is self._wake_r:
                     self._wake_r.recv(4096)

@@ -3,7 +3,7 @@
 A body is cached under a key made of the parsed request (so equivalent requests share one entry)
 and the data version of the deployments it reads (their change-log sequence numbers, which every
 indexer commit advances). What one client adds is bounded: bodies past a size are not stored, nor
-more than a number of new entries per client and cache lifetime (`may_store`). A request whose
+more than a number of new entries per client and cache lifetime (records.limits.spend_cache_budget). A request whose
 data has not changed is answered from the cache without touching the records; with a matching
 If-None-Match it is a 304 without even a body.
 
@@ -16,7 +16,6 @@ equal tags in every worker process and after restarts. Unpaged arrays, sent from
 from __future__ import annotations
 
 import hashlib
-import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Hashable, Iterator
 from typing import Any, cast
 
@@ -29,9 +28,8 @@ from django.utils.http import parse_etags
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from bountysite.ratelimit import request_client, shared_count
 from records.api.errors import RETRY_AFTER_SECONDS, error_response
-from records.limits import Claim, client_lists
+from records.limits import Claim, request_client, spend_cache_budget, unpaged_list_claims
 from records.spools import Produce, Producers, Spool, SpoolCutOff, Spools, SpoolUnavailable, open_reading
 
 CACHE_CONTROL = "public, no-cache"
@@ -42,20 +40,6 @@ def cache_key(answer: Hashable, version: str) -> str:
     parameters in any order, `limit=050` or `50`, a sort alias or its key, a default sent or
     left out), and the data version."""
     return "api:" + hashlib.sha256(repr((answer, version)).encode()).hexdigest()
-
-
-def may_store(request: HttpRequest, size: int) -> bool:
-    """Whether a rendered body of `size` bytes may go in the cache: not past
-    BOUNTY_API_CACHE_MAX_BODY_BYTES, and while its client has added fewer than
-    BOUNTY_API_CACHE_ENTRIES_PER_CLIENT entries in the current window of
-    BOUNTY_API_CACHE_SECONDS, so one client adds at most twice that many at once (two windows'
-    worth outlive their window), each of a bounded size."""
-    lifetime: int = settings.BOUNTY_API_CACHE_SECONDS
-    if size > settings.BOUNTY_API_CACHE_MAX_BODY_BYTES or not lifetime:
-        return False
-    window_start = int(time.time() // lifetime) * lifetime
-    added = shared_count(f"cache-budget:{request_client(request)}:{window_start}", timeout=lifetime + 1)
-    return added <= settings.BOUNTY_API_CACHE_ENTRIES_PER_CLIENT
 
 
 def etag_of(content: bytes) -> str:
@@ -95,7 +79,7 @@ def cached_json(request: HttpRequest, key: str, build: Callable[[], Any]) -> Htt
     if content is None or etag is None:
         content = orjson.dumps(build())
         etag = etag_of(content)
-        if may_store(request, len(content)):
+        if spend_cache_budget(request, len(content)):
             cache.set_many({body_key: content, tag_key: etag}, settings.BOUNTY_API_CACHE_SECONDS)
     if if_none_match(request, etag):
         return not_modified(etag)
@@ -207,7 +191,7 @@ def spooled_json_array(request: HttpRequest, answer: Hashable, version: str, pro
         head["Vary"] = "Accept"
         return head
     served_by_asgi = isinstance(getattr(request, "_request", request), ASGIRequest)  # DRF wraps the request
-    claim = client_lists.claim(request_client(request)) if served_by_asgi else None
+    claim = unpaged_list_claims.claim(request_client(request)) if served_by_asgi else None
     if served_by_asgi and claim is None:
         return client_streams_busy()
     try:

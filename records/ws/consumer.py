@@ -1,5 +1,5 @@
 """The websocket `/ws/events`: a thin consumer over the client's stream (records.ws.stream) and the
-limits (records.ws.limits).
+limits (records.limits).
 
 The feed is public and read-only, like the REST routes: it reads no cookie or session, so a page
 of another origin learns nothing through it that it could not fetch anyway, and no origin check
@@ -20,16 +20,9 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
 from bountysite.daphne_bend import DENIAL_EXTENSION, FRAMES_EXTENSION
+from records.limits import ConnectionSlot, MessageBudget, scope_address, scope_client, spend_connect
 from records.metrics import WS_CLOSES, WS_OPEN
-from records.ws.limits import (
-    INTERNAL_ERROR,
-    POLICY_VIOLATION,
-    ConnectionSlot,
-    MessageBudget,
-    Refusal,
-    connects_too_often,
-    scope_client_address,
-)
+from records.ws.closes import INTERNAL_ERROR, POLICY_VIOLATION, Refusal
 from records.ws.messages import MessageBatch
 from records.ws.stream import run_stream
 
@@ -44,8 +37,9 @@ class EventsConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         self.stream: asyncio.Task[None] | None = None
-        self.client = scope_client_address(scope)
-        self.slot = ConnectionSlot(self.client)
+        self.address = scope_address(scope)  # for the access line
+        self.client = scope_client(scope)  # what the limits count
+        self.slot = ConnectionSlot(scope)
         self.opened = time.perf_counter()
         WS_OPEN.inc()
         try:
@@ -58,7 +52,7 @@ class EventsConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]
 
     async def connect(self) -> None:
         self.budget = MessageBudget()
-        if (retry_after := await connects_too_often(self.client)) is not None:
+        if (retry_after := await spend_connect(self.scope)) is not None:
             await self._refuse_too_often(retry_after)
             return
         await self.accept()
@@ -68,12 +62,12 @@ class EventsConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]
         frames = self.scope.get("extensions", {}).get(FRAMES_EXTENSION)
         self.stream = asyncio.create_task(run_stream(
             self._since(), self._send_frames if frames else self._send_texts, self._too_slow,
-            frames["write_now"] if frames else None, address=self.client))
+            frames["write_now"] if frames else None, client=self.client))
         self.stream.add_done_callback(self._stream_failed)
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         size = len(text_data.encode()) if text_data is not None else len(bytes_data or b"")
-        if not self.budget.allows(size):
+        if not self.budget.spend(size):
             await self._close_for_policy()
 
     async def disconnect(self, code: int) -> None:
@@ -84,7 +78,7 @@ class EventsConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]
         path = self.scope.get("path", "")
         access_log.info("WS %s closed %s after %.2f ms", path, code, duration_ms,
                         extra={"method": "WS", "path": path, "route": "/ws/events", "status": code,
-                               "duration_ms": duration_ms, "client": self.client})
+                               "duration_ms": duration_ms, "client": self.address})
         if self.stream is not None:
             self.stream.cancel()
             # Waited for, not awaited: how it ended was dealt with when it did (_stream_failed). A

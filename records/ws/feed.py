@@ -41,7 +41,7 @@ from records.selectors import (
     genesis_position,
     head_position,
 )
-from records.ws.limits import INTERNAL_ERROR, Refusal
+from records.ws.closes import INTERNAL_ERROR, Refusal
 from records.ws.messages import LiveMessage, MessageBatch, encode, text_frame
 from records.ws.outbox import Outbox, Send
 

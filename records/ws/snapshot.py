@@ -9,7 +9,7 @@ connection. Every snapshot message carries S, and `snapshot.complete` ends it wi
 from then on the client can resume with `?since=<position>`.
 
 A client address is sent at most BOUNTY_WS_SNAPSHOT_READERS_PER_CLIENT snapshots at once
-(records.ws.limits.SnapshotSlot); a snapshot must be taken by a deadline that grows with its size
+(records.limits.SnapshotSlot); a snapshot must be taken by a deadline that grows with its size
 (SnapshotDeadline), past which it is closed with 1008.
 """
 
@@ -29,6 +29,7 @@ from django.db import connection
 
 from records.history import NO_HISTORY, Position
 from records.kinds import KINDS
+from records.limits import SnapshotSlot
 from records.metrics import WS_MESSAGES, WS_SNAPSHOTS_SENDING
 from records.selectors import (
     DeploymentFilter,
@@ -40,7 +41,7 @@ from records.selectors import (
 )
 from records.snapshot import read_snapshot
 from records.spools import Producers, Spool, SpoolCutOff, Spools, SpoolUnavailable, SpoolWriter, hand, open_reading
-from records.ws.limits import POLICY_VIOLATION, TRY_AGAIN_LATER, Refusal, SnapshotSlot
+from records.ws.closes import POLICY_VIOLATION, TRY_AGAIN_LATER, Refusal
 from records.ws.messages import (
     MessageBatch,
     SnapshotComplete,
@@ -156,12 +157,12 @@ async def _snapshot_spool() -> Spool:
         raise Refusal(TRY_AGAIN_LATER, refusal.reason) from None
 
 
-async def stream_snapshot(send: Send, *, framed: bool, address: str) -> int:
+async def stream_snapshot(send: Send, *, framed: bool, client: str) -> int:
     """Sends the snapshot through `send` (`framed`: to a server that takes frames) once a snapshot
-    slot of the client's `address` is free (records.ws.limits.SnapshotSlot); returns the first seq
+    slot of its `client` is free (records.limits.SnapshotSlot); returns the first seq
     the client has not seen. Refusal: 1013 when no snapshot is ready in time, 1008 when the client
     takes it slower than its deadline."""
-    async with SnapshotSlot(address):
+    async with SnapshotSlot(client):
         spool = await _snapshot_spool()
         try:
             reading = open_reading(spool)

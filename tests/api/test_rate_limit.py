@@ -1,7 +1,7 @@
 """The HTTP rate limits: the public budget, a fixed window per client on every route but /health
 and the admin, and the admin's password forms' budget of their own.
 
-Time is travelled by replacing the `time` module seen by bountysite.ratelimit with a clock
+Time is travelled by replacing the `time` module seen by records.limits with a clock
 that the test sets; nothing else in the process sees it.
 """
 
@@ -17,6 +17,7 @@ from django.test import Client
 from django.urls import reverse
 
 from bountysite import ratelimit
+from records import limits
 from records.models import Deployment
 from tests.api import helpers as h
 
@@ -47,7 +48,7 @@ def limited(api_settings: Any) -> None:
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
     clock = Clock(START)
-    monkeypatch.setattr(ratelimit, "time", clock)
+    monkeypatch.setattr(limits, "time", clock)
     return clock
 
 

@@ -25,7 +25,7 @@ import redis
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection
 
-from records.ws.limits import ConnectionSlot
+from records.limits import ConnectionSlot
 from tests.metrics import parse, value
 from tests.servers import Server, stop
 from tests.websocket.conftest import close_code, open_client, receive
@@ -198,7 +198,7 @@ def test_a_connection_cancelled_while_it_takes_its_slot_leaves_nothing_counted(
     # In this process, as daphne runs the consumer: daphne cancels an application at its shutdown,
     # or when it outlives its connection by 10 s, maybe while the slot is being taken.
     location = {"BACKEND": "bountysite.cache.RedisCache", "LOCATION": shared_redis} if backend == "redis" else {
-        "BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+        "BACKEND": "bountysite.cache.LocalCache"}
     settings.CACHES = {"default": location}
     settings.BOUNTY_WS_MAX_CONNECTIONS_PER_CLIENT = 2
 
@@ -211,7 +211,7 @@ def test_a_connection_cancelled_while_it_takes_its_slot_leaves_nothing_counted(
 
     async def scenario() -> list[bool]:
         for steps in (1, 1, 1, 3, 3):  # cancelled while acquiring (with Redis), or while connected
-            task = asyncio.create_task(connection(ConnectionSlot(ADDRESS)))
+            task = asyncio.create_task(connection(ConnectionSlot({"client": (ADDRESS, 1)})))
             for _ in range(steps):
                 await asyncio.sleep(0)
             task.cancel()
@@ -221,7 +221,7 @@ def test_a_connection_cancelled_while_it_takes_its_slot_leaves_nothing_counted(
         while any(shared.scan_iter("*ws:connections:*")):  # the removals reach Redis from their thread
             assert time.monotonic() < deadline
             await asyncio.sleep(0.01)
-        slots = [ConnectionSlot(ADDRESS) for _ in range(3)]
+        slots = [ConnectionSlot({"client": (ADDRESS, 1)}) for _ in range(3)]
         admitted = [await slot.acquire() for slot in slots]
         for slot in slots:
             slot.release()

@@ -13,8 +13,9 @@ import pytest
 from channels.routing import URLRouter
 from channels.testing import WebsocketCommunicator
 
+from records import limits
 from records.routing import websocket_urlpatterns
-from records.ws import consumer, feed, limits
+from records.ws import consumer, feed
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -42,8 +43,8 @@ def test_a_snapshot_that_finds_no_slot_is_closed_with_1013_and_the_application_e
     settings.BOUNTY_WS_SNAPSHOT_WAIT_SECONDS = 1
 
     async def scenario() -> dict[str, Any]:
-        address = limits.client_key(limits.scope_client_address({}))  # the communicator's client
-        await limits._snapshot_slots.join(address).acquire()  # the address's one snapshot slot, taken
+        client = limits.scope_client({})  # the communicator's
+        await limits._snapshot_slots.join(client).acquire()  # the address's one snapshot slot, taken
         return await closed_then_ended()
 
     assert asyncio.run(scenario()) == {"type": "websocket.close", "code": 1013,

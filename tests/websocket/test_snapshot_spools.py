@@ -12,9 +12,9 @@ import pytest
 from channels.routing import URLRouter
 from channels.testing import WebsocketCommunicator
 
-from records import spools
+from records import limits, spools
 from records.routing import websocket_urlpatterns
-from records.ws import feed, limits, snapshot
+from records.ws import feed, snapshot
 from records.ws.messages import MessageBatch, text_frame
 from tests.factories import make_bounty, make_deployment
 from tests.websocket.conftest import logged_bounty
