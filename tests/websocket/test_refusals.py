@@ -36,16 +36,13 @@ async def closed_then_ended() -> dict[str, Any]:
     return closed
 
 
-def test_a_snapshot_that_finds_no_slot_is_closed_with_1013_and_the_application_ends_cleanly(
-        monkeypatch: pytest.MonkeyPatch, settings: Any) -> None:
-    monkeypatch.setattr(limits, "_snapshot_slots", limits._SnapshotSlots())
+def test_a_snapshot_that_finds_no_slot_is_closed_with_1013_and_the_application_ends_cleanly(settings: Any) -> None:
     settings.BOUNTY_WS_SNAPSHOT_READERS_PER_CLIENT = 1
     settings.BOUNTY_WS_SNAPSHOT_WAIT_SECONDS = 1
 
     async def scenario() -> dict[str, Any]:
-        client = limits.scope_client({})  # the communicator's
-        await limits._snapshot_slots.join(client).acquire()  # the address's one snapshot slot, taken
-        return await closed_then_ended()
+        async with limits.SnapshotSlot(limits.scope_client({})):  # the communicator's client's one slot, taken
+            return await closed_then_ended()
 
     assert asyncio.run(scenario()) == {"type": "websocket.close", "code": 1013,
                                        "reason": "no snapshot slot free within 1 s; try again later"}

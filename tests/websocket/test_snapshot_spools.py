@@ -12,7 +12,7 @@ import pytest
 from channels.routing import URLRouter
 from channels.testing import WebsocketCommunicator
 
-from records import limits, spools
+from records import spools
 from records.routing import websocket_urlpatterns
 from records.ws import feed, snapshot
 from records.ws.messages import MessageBatch, text_frame
@@ -25,7 +25,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 @pytest.fixture
 def deployment(settings: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     monkeypatch.setattr(feed, "_feed", None)  # this event loop's own feed, not another test's
-    monkeypatch.setattr(limits, "_snapshot_slots", limits._SnapshotSlots())
     deployment = make_deployment()
     settings.BOUNTY_CHAIN_ID, settings.BOUNTY_CONTRACT_ADDRESS = deployment.chain_id, deployment.contract_address
     for _ in range(3):
