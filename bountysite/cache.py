@@ -273,6 +273,11 @@ def redis_answers() -> bool | None:
 _local = LocMemCache("bountysite-without-redis", {})  # this process's counters while Redis is away
 
 
+def count_here(key: str, timeout: int) -> int:
+    """Adds one to this process's own counter at `key` (what RedisCache.count falls back on)."""
+    return count_in(_local, key, timeout)
+
+
 def count_in(cache: BaseCache, key: str, timeout: int) -> int:
     """Adds one to the counter at `key` of a process-local cache (see RedisCache.count)."""
     if cache.add(key, 1, timeout=timeout):

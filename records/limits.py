@@ -79,7 +79,7 @@ from django.conf import settings
 from django.core.cache import caches
 from django.http import HttpRequest
 
-from bountysite.cache import RedisCache, count_in
+from bountysite.cache import RedisCache, count_here, count_in
 from bountysite.client_address import client_address, client_key
 from records.metrics import WS_SNAPSHOTS_WAITING
 from records.ws.closes import TRY_AGAIN_LATER, Refusal
@@ -123,8 +123,11 @@ def _shared() -> RedisCache | None:
     return shared if isinstance(shared, RedisCache) else None
 
 
-def increment_shared_count(key: str, timeout: int) -> int:
-    """Adds one to the counter at `key` (of `timeout` seconds) in the shared cache; returns it."""
+def increment_shared_count(key: str, timeout: int, *, here: bool = False) -> int:
+    """Adds one to the counter at `key` (of `timeout` seconds) in the shared cache (`here`: in this
+    process's own, as while Redis cannot be reached); returns it."""
+    if here:
+        return count_here(key, timeout)
     shared = _shared()
     if shared is not None:
         return shared.count(key, timeout)  # this process's own count while Redis cannot be reached
@@ -140,12 +143,13 @@ class Spent:
     retry_after: int  # whole seconds until then, at least 1
 
 
-def spend(budget: str, client: str, window: int) -> Spent:
-    """Spends one unit of `client`'s `budget`, in windows of `window` seconds."""
+def spend(budget: str, client: str, window: int, *, here: bool = False) -> Spent:
+    """Spends one unit of `client`'s `budget`, in windows of `window` seconds (`here`: counted in
+    this process only)."""
     now = time.time()
     window_start = int(now // window) * window
     reset = window_start + window
-    count = increment_shared_count(f"ratelimit:{budget}:{client}:{window_start}", timeout=window + 1)
+    count = increment_shared_count(f"ratelimit:{budget}:{client}:{window_start}", timeout=window + 1, here=here)
     return Spent(count, reset, max(1, math.ceil(reset - now)))
 
 
@@ -165,6 +169,7 @@ def spend_cache_budget(request: HttpRequest, size: int) -> bool:
 # ---------------------------------------------------------------------------- full reads taken at once
 
 HANDOVER_SECONDS = 10.0  # as records.spools keeps a spool for a request that has not begun to read it
+PRUNE_PAST = 10_000  # clients with claims past which the expired ones are dropped
 
 
 class Claim:
@@ -174,8 +179,14 @@ class Claim:
         self.claims = claims
         self.client = client
         self.taken = time.monotonic()
+        self.answering = True  # its request is still being answered (a spool waited for, or made)
         self.started = False
         self.held = True
+
+    def answered(self) -> None:
+        """The response is made: its body should begin within HANDOVER_SECONDS."""
+        self.taken = time.monotonic()
+        self.answering = False
 
     def start(self) -> None:
         """The body began: the claim counts until released, however long the client takes."""
@@ -183,7 +194,7 @@ class Claim:
 
     def expired(self, now: float) -> bool:
         """A claim whose body never began (its request was cancelled first) stops counting."""
-        return not self.started and now - self.taken > HANDOVER_SECONDS
+        return not self.started and not self.answering and now - self.taken > HANDOVER_SECONDS
 
     def release(self) -> None:
         if self.held:
@@ -203,6 +214,9 @@ class Claims:
         """A new claim of `client` (`request_client`); None when it holds as many as it may."""
         now = time.monotonic()
         with self._lock:
+            if len(self._of) > PRUNE_PAST:  # clients that left only expired claims behind
+                self._of = {key: live for key, claims in self._of.items()
+                            if (live := {claim for claim in claims if not claim.expired(now)})}
             held = {claim for claim in self._of.get(client, ()) if not claim.expired(now)}
             if len(held) >= self.limit():
                 self._of[client] = held
@@ -229,6 +243,7 @@ unpaged_list_claims = Claims(lambda: settings.BOUNTY_HTTP_MAX_STREAMS_PER_CLIENT
 RENEW_SECONDS = 20.0  # how often a process renews its connections' entries in Redis
 ENTRY_SECONDS = 60.0  # how long an entry counts without being renewed: its process died
 REDIS_THREADS = 8
+MAX_QUEUED_CALLS = 64  # calls waiting on one of those threads, past which a handshake decides without Redis
 CONNECTS_WINDOW_SECONDS = 60
 
 _PROCESS = uuid.uuid4().hex[:12]  # connection IDs are unique across processes and hosts
@@ -236,25 +251,49 @@ _connection_ids = itertools.count(1)
 
 
 class _RedisCalls:
-    """The websocket's calls to Redis, a client's always on the same thread, in order."""
+    """The websocket's calls to Redis, a client's always on the same thread, in order; at most
+    MAX_QUEUED_CALLS waiting on a thread."""
 
     def __init__(self, threads: int) -> None:
         self._threads = [ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"ws-redis-{n}") for n in range(threads)]
+        self._queued = [0] * threads
+        self._lock = threading.Lock()
 
-    def of(self, client_set: str) -> ThreadPoolExecutor:
-        return self._threads[zlib.crc32(client_set.encode()) % len(self._threads)]
+    def of(self, client_set: str) -> int:
+        return zlib.crc32(client_set.encode()) % len(self._threads)
 
-    async def within_bound(self, client_set: str, fallback: T, call: Callable[..., T], *args: Any) -> T:
-        """`call(*args)` on the client's thread; `fallback` if it has not answered within twice
-        REDIS_TIMEOUT_MS (it still runs, in its turn)."""
-        future = self.of(client_set).submit(call, *args)
+    def submit(self, client_set: str, call: Callable[..., T], *args: Any) -> Future[T] | None:
+        """`call(*args)` queued on the client's thread; None (nothing queued) when that thread
+        has MAX_QUEUED_CALLS waiting already."""
+        thread = self.of(client_set)
+        with self._lock:
+            if self._queued[thread] >= MAX_QUEUED_CALLS:
+                return None
+            self._queued[thread] += 1
+        future = self._threads[thread].submit(call, *args)
+        future.add_done_callback(lambda _: self._done(thread))
+        return future
+
+    def _done(self, thread: int) -> None:
+        with self._lock:
+            self._queued[thread] -= 1
+
+    async def within_bound(self, client_set: str, call: Callable[..., T], *args: Any) -> tuple[T | None, bool]:
+        """`call(*args)` on the client's thread, and whether it was queued at all: (None, True)
+        if it has not answered within twice REDIS_TIMEOUT_MS (it still runs, in its turn), (None,
+        False) if the thread's queue was full."""
+        future = self.submit(client_set, call, *args)
+        if future is None:
+            logger.warning("a websocket's call to Redis found %s calls waiting: decided without Redis",
+                           MAX_QUEUED_CALLS)
+            return None, False
         try:
             async with asyncio.timeout(2 * settings.REDIS_TIMEOUT_SECONDS):
-                return await asyncio.shield(asyncio.wrap_future(future))
+                return await asyncio.shield(asyncio.wrap_future(future)), True
         except TimeoutError:
             logger.warning("Redis did not answer a websocket's call within %s s: decided without it",
                            2 * settings.REDIS_TIMEOUT_SECONDS)
-            return fallback
+            return None, True
 
 
 _redis_calls = _RedisCalls(REDIS_THREADS)
@@ -267,9 +306,11 @@ async def spend_connect(scope: dict[str, Any]) -> int | None:
     if not limit:
         return None
     client = scope_client(scope)
-    spent = await _redis_calls.within_bound(f"ws:connections:{client}", None, spend, "ws-connects", client,
-                                            CONNECTS_WINDOW_SECONDS)
-    return spent.retry_after if spent is not None and spent.count > limit else None
+    spent, _ = await _redis_calls.within_bound(f"ws:connections:{client}", spend, "ws-connects", client,
+                                               CONNECTS_WINDOW_SECONDS)
+    if spent is None:  # Redis too slow: this process counts the connect, as while Redis is away
+        spent = spend("ws-connects", client, CONNECTS_WINDOW_SECONDS, here=True)
+    return spent.retry_after if spent.count > limit else None
 
 
 class ConnectionSlot:
@@ -296,13 +337,15 @@ class ConnectionSlot:
         self.shared = shared
         _renewal.start()
         cap: int = settings.BOUNTY_WS_MAX_CONNECTIONS_PER_CLIENT
-        admitted = await _redis_calls.within_bound(self.key, None, shared.add_capped, self.key, self.member, cap,
-                                                   ENTRY_SECONDS)
+        admitted, queued = await _redis_calls.within_bound(self.key, shared.add_capped, self.key, self.member, cap,
+                                                           ENTRY_SECONDS)
         # Without Redis, this process's own count decides; the renewal adds the connection to the
         # shared count once Redis answers again.
         self.admitted = admitted if admitted is not None else _open.of(self.client) <= cap
         if not self.admitted:
             _open.discard(self)
+            if admitted is None and queued:  # the admission may still reach Redis: take it back after it
+                self._remove()
         return self.admitted
 
     def release(self) -> None:
@@ -311,8 +354,13 @@ class ConnectionSlot:
         admission and any renewal already queued."""
         if not _open.discard(self) or self.shared is None:
             return
-        _redis_calls.of(self.key).submit(self.shared.remove_members, {self.key: [self.member]}).add_done_callback(
-            _log_failed_removal)
+        self._remove()
+
+    def _remove(self) -> None:
+        assert self.shared is not None
+        removal = _redis_calls.submit(self.key, self.shared.remove_members, {self.key: [self.member]})
+        if removal is not None:  # else it expires within ENTRY_SECONDS
+            removal.add_done_callback(_log_failed_removal)
 
 
 def _log_failed_removal(removal: Future[None]) -> None:
@@ -377,11 +425,12 @@ class _Renewal:
             shared = _shared()
             if shared is None:
                 continue
-            by_thread: defaultdict[ThreadPoolExecutor, dict[str, list[str]]] = defaultdict(dict)
+            by_thread: defaultdict[int, dict[str, list[str]]] = defaultdict(dict)
             for key, members in _open.shared_members().items():
                 by_thread[_redis_calls.of(key)][key] = members
-            renewals = [asyncio.wrap_future(thread.submit(shared.renew_members, members, ENTRY_SECONDS))
-                        for thread, members in by_thread.items()]
+            queued = [_redis_calls.submit(next(iter(members)), shared.renew_members, members, ENTRY_SECONDS)
+                      for members in by_thread.values()]
+            renewals = [asyncio.wrap_future(renewal) for renewal in queued if renewal is not None]
             for renewal in await asyncio.gather(*renewals, return_exceptions=True):
                 if isinstance(renewal, Exception):
                     logger.warning("could not renew the websocket connections in the shared count; retrying in %s s",

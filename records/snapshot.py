@@ -12,7 +12,7 @@ from records.dialect import dialect
 
 
 @contextmanager
-def read_snapshot(within: float | None = None) -> Iterator[None]:
+def read_snapshot(within: float | None = None, statements_within: float | None = None) -> Iterator[None]:
     """Runs the reads inside in one read-only transaction that sees the database as of its first
     read, without blocking the indexer (records.dialect, `repeatable_read_snapshot`): REPEATABLE
     READ, READ ONLY on PostgreSQL; on SQLite a deferred BEGIN, one WAL snapshot (Django's own
@@ -21,7 +21,8 @@ def read_snapshot(within: float | None = None) -> Iterator[None]:
 
     `within` (seconds), on PostgreSQL: the server ends the transaction, and its session, if it is
     still idle in it, or still in one statement, that long from now (SET LOCAL, in the statement
-    that opens it), so a reader whose thread or process is stuck cannot hold back VACUUM past it.
+    that opens it), so a reader whose thread or process is stuck cannot hold back VACUUM past it;
+    `statements_within`, if shorter, bounds each statement (a web request's statement timeout).
     SQLite has no such timeout."""
     if connection.in_atomic_block:
         yield
@@ -32,9 +33,10 @@ def read_snapshot(within: float | None = None) -> Iterator[None]:
         connection.set_autocommit(False)
         sql = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"
         if within is not None:
-            milliseconds = max(1, math.ceil(within * 1000))
-            sql += (f"; SELECT set_config('idle_in_transaction_session_timeout', '{milliseconds}', true), "
-                    f"set_config('statement_timeout', '{milliseconds}', true)")
+            idle = max(1, math.ceil(within * 1000))
+            statement = max(1, math.ceil(min(within, statements_within or within) * 1000))
+            sql += (f"; SELECT set_config('idle_in_transaction_session_timeout', '{idle}', true), "
+                    f"set_config('statement_timeout', '{statement}', true)")
         with connection.cursor() as cursor:
             cursor.execute(sql)
     else:

@@ -24,6 +24,8 @@ is current reads the same spool at its own pace, holding a descriptor and a boun
 
 from __future__ import annotations
 
+import itertools
+import logging
 import os
 import tempfile
 import threading
@@ -36,16 +38,19 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 from django.conf import settings
-from django.db import connection
+from django.db import OperationalError, connection
 
 from records.metrics import SPOOL_BYTES, SPOOLS_OPEN, SPOOLS_PRODUCED
 
 SPOOL_IDLE_SECONDS = 60.0  # a current spool nobody reads for this long is dropped
+MAX_SPOOL_FILES = 1_000  # spools a process holds open at once, each a descriptor (the units allow 32,768)
 # A spool handed to a request is kept this long for it to start reading (`open_reading`), even if
 # superseded meanwhile: the request holds nothing that a cancellation before its body began would
 # have to give back.
 HANDOVER_SECONDS = 10.0
 PIECE_BYTES = 64 * 1024  # what a reader takes from a spool at a time
+
+logger = logging.getLogger(__name__)
 
 
 class SpoolUnavailable(Exception):
@@ -88,6 +93,7 @@ class Spool:
     cut_off: bool = False
     closed: bool = False
     asked_at: str = ""  # the version the request that made it had read (older than `version` or equal)
+    number: int = 0  # productions are numbered as they start: a higher number read newer data
 
     def pieces(self) -> Iterator[tuple[int, int, int]]:
         """(offset, length, messages) of each piece, each about PIECE_BYTES and cut at a mark."""
@@ -110,8 +116,17 @@ class SpoolWriter:
 
     def __init__(self, deadline: float) -> None:
         self.deadline = deadline  # monotonic: the production fails past it
+        # Each statement of the read, as a web request's (BOUNTY_STATEMENT_TIMEOUT_MS; 0: none).
+        self.statements_within: float | None = settings.BOUNTY_STATEMENT_TIMEOUT_MS / 1000 or None
+        self.number = next(_productions)
         directory: str = settings.BOUNTY_SPOOL_DIR or tempfile.gettempdir()
-        self.file: IO[bytes] = tempfile.TemporaryFile(dir=directory, prefix="bounty-spool-")  # noqa: SIM115
+        _disk.take_file()
+        try:
+            self.file: IO[bytes] = tempfile.TemporaryFile(dir=directory, prefix="bounty-spool-")  # noqa: SIM115
+        except OSError as error:
+            _disk.give_back_file()
+            raise SpoolUnavailable(f"a spool could not be made in BOUNTY_SPOOL_DIR ({directory}): "
+                                   f"{error.strerror}; try again shortly") from None
         self.size = 0
         self.count = 0
         self.marks: list[tuple[int, int]] = []
@@ -133,17 +148,23 @@ class SpoolWriter:
                                 f"({settings.BOUNTY_FULL_READ_SECONDS} s)")
 
     def _flush(self) -> None:
-        self.file.write(b"".join(self._buffer))
+        try:
+            self.file.write(b"".join(self._buffer))
+            self.file.flush()  # to the file itself: readers pread it
+        except OSError as error:
+            raise SpoolUnavailable(f"a spool could not be written in BOUNTY_SPOOL_DIR: {error.strerror}; "
+                                   "try again shortly") from None
         self._buffer, self._buffered = [], 0
 
     def finish(self, answer: Hashable, version: str, about: Any) -> Spool:
         self._flush()
-        self.file.flush()
-        return Spool(answer=answer, version=version, about=about, size=self.size, marks=self.marks, file=self.file)
+        return Spool(answer=answer, version=version, about=about, size=self.size, marks=self.marks, file=self.file,
+                     number=self.number)
 
     def discard(self) -> None:
         self.file.close()
         _disk.give_back(self.size)
+        _disk.give_back_file()
 
 
 Produce = Callable[[SpoolWriter], tuple[str, Any]]  # writes the answer; returns its data version and `about`
@@ -238,7 +259,7 @@ class Spools:
                 return spool
             future, mine = _registry.produce_or_join(key, version)
             if mine:
-                self._produce(key, version, produce, future, end, wait)
+                return self._produce(key, version, produce, future, end, wait)
             try:
                 spool = future.result(timeout=max(0.0, end - time.monotonic()))
             except FutureTimeout:
@@ -247,7 +268,9 @@ class Spools:
                 return spool
 
     def _produce(self, key: tuple[str, Hashable], version: str, produce: Produce, future: Future[Spool],
-                 end: float, wait: float) -> None:
+                 end: float, wait: float) -> Spool:
+        """Makes the spool, handed to this request; a failure is the waiting requests' too: the
+        database's and the disk's as SpoolUnavailable (503, 1013), with what to change."""
         try:
             if not self.producers.take(0):
                 # Waiting, the request gives its database connection back: on PostgreSQL the
@@ -260,25 +283,49 @@ class Spools:
                 writer = SpoolWriter(time.monotonic() + settings.BOUNTY_FULL_READ_SECONDS)
                 try:
                     version_read, about = produce(writer)
+                    spool = writer.finish(key, version_read, about)
                 except BaseException:
                     writer.discard()
                     raise
-                spool = writer.finish(key, version_read, about)
+            except OperationalError:
+                logger.warning("reading a %s into its spool failed", self.kind, exc_info=True)
+                raise SpoolLate(f"the database did not give the {self.kind} within BOUNTY_FULL_READ_SECONDS "
+                                f"({settings.BOUNTY_FULL_READ_SECONDS} s) or the statement timeout; try again "
+                                "shortly") from None
             finally:
                 self.producers.give_back()
             SPOOLS_PRODUCED.labels(self.kind).inc()
             _registry.made(key, version, spool, future)
+            return spool
         except BaseException as error:
             _registry.failed(key, version, future, error)
             raise
 
 
 class _Disk:
-    """The bytes of the process's open spools, against BOUNTY_SPOOL_MAX_BYTES."""
+    """The bytes of the process's open spools, against BOUNTY_SPOOL_MAX_BYTES, and their files,
+    against MAX_SPOOL_FILES (each holds a descriptor, however small)."""
 
     def __init__(self) -> None:
         self.used = 0
+        self.files = 0
         self._lock = threading.Lock()
+
+    def take_file(self) -> None:
+        with self._lock:
+            if self.files < MAX_SPOOL_FILES:
+                self.files += 1
+                return
+        _registry.make_room()
+        with self._lock:
+            if self.files >= MAX_SPOOL_FILES:
+                raise SpoolsFull(f"this server holds {self.files} spools, as many as it may; try again shortly, "
+                                 "or read pages")
+            self.files += 1
+
+    def give_back_file(self) -> None:
+        with self._lock:
+            self.files -= 1
 
     def take(self, size: int) -> None:
         with self._lock:
@@ -356,14 +403,20 @@ class _Registry:
             return future, True
 
     def made(self, key: tuple[str, Hashable], version: str, spool: Spool, future: Future[Spool]) -> None:
+        """Publishes a spool just made, handed to the request that made it. It becomes the current
+        one of its answer unless a newer one is (made by a production that started later)."""
         spool.asked_at = version
         with self._lock:
             del self._making[(key, version)]
-            previous = self._current.get(key)
-            self._current[key] = spool
+            self._hand(spool)
             SPOOLS_OPEN.inc()
-            if previous is not None:
-                self._supersede(previous)
+            previous = self._current.get(key)
+            if previous is not None and previous.number > spool.number:
+                self._supersede(spool)  # read for the requests that waited for it, then closed
+            else:
+                self._current[key] = spool
+                if previous is not None:
+                    self._supersede(previous)
         future.set_result(spool)
 
     def failed(self, key: tuple[str, Hashable], version: str, future: Future[Spool], error: BaseException) -> None:
@@ -383,13 +436,19 @@ class _Registry:
         superseded spools (their disk comes back as each stops)."""
         with self._lock:
             for key, spool in list(self._current.items()):
-                if not spool.readers:
+                if not spool.readers and not self._handed_lately(spool):
                     del self._current[key]
                     self._supersede(spool)
             for spool in list(self._superseded):
-                spool.cut_off = True
-                if not spool.readers:
+                if spool.readers:
+                    spool.cut_off = True
+                elif not self._handed_lately(spool):
                     self._close(spool)
+
+    @staticmethod
+    def _handed_lately(spool: Spool) -> bool:
+        """Handed to a request that may still begin to read it (within HANDOVER_SECONDS)."""
+        return bool(spool.handed) and time.monotonic() - spool.last_handed <= HANDOVER_SECONDS
 
     def _sweep(self) -> None:
         """Drops the current spools idle for SPOOL_IDLE_SECONDS, and closes the superseded ones
@@ -410,7 +469,7 @@ class _Registry:
     def _sweep_one(self, spool: Spool) -> None:
         """Closes a superseded spool once nobody reads it and no request it was handed to may
         still begin to (one that has not within HANDOVER_SECONDS was cancelled)."""
-        if not spool.readers and (not spool.handed or time.monotonic() - spool.last_handed > HANDOVER_SECONDS):
+        if not spool.readers and not self._handed_lately(spool):
             self._close(spool)
 
     def _close(self, spool: Spool) -> None:
@@ -419,11 +478,13 @@ class _Registry:
             spool.closed = True
             spool.file.close()
             _disk.give_back(spool.size)
+            _disk.give_back_file()
             SPOOLS_OPEN.dec()
 
 
 _disk = _Disk()
 _registry = _Registry()
+_productions = itertools.count(1)
 
 
 def spool_bytes() -> int:

@@ -200,6 +200,12 @@ def spooled_json_array(request: HttpRequest, answer: Hashable, version: str, pro
         if claim is not None:
             claim.release()
         return lists_busy(refusal.reason)
+    except BaseException:
+        if claim is not None:
+            claim.release()
+        raise
+    if claim is not None:
+        claim.answered()
     streamed = (StreamingHttpResponse(_deliver_sync(spool), content_type="application/json") if claim is None
                 else _ClosingStream(_deliver(spool, claim), content_type="application/json"))
     streamed["Content-Length"] = str(spool.size)

@@ -107,7 +107,7 @@ def _stream(query: ListQuery) -> Iterator[bytes]:
 def _spool_list(query: ListQuery, spool: SpoolWriter) -> tuple[str, None]:
     """Writes the unpaged list into its spool from one consistent read; returns the data version
     it was read at (what its ETag names)."""
-    with read_snapshot(within=spool.deadline - time.monotonic()):
+    with read_snapshot(within=spool.deadline - time.monotonic(), statements_within=spool.statements_within):
         version = data_version(query.deployments)
         for chunk in _stream(query):
             spool.write(chunk)

@@ -17,9 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from typing import cast
 
 import orjson
@@ -105,7 +104,7 @@ def _spool_snapshot(spool: SpoolWriter) -> tuple[str, Position]:
             size = 0
 
     try:
-        with read_snapshot(within=spool.deadline - time.monotonic()):
+        with read_snapshot(within=spool.deadline - time.monotonic(), statements_within=spool.statements_within):
             deployment = active_deployment()
             version = "none" if deployment is None else f"{deployment.pk}/{data_version(deployment)}"
             if deployment is not None:
@@ -133,26 +132,25 @@ _ANSWER = "snapshot"
 
 async def _snapshot_spool() -> Spool:
     """The spool of the current snapshot: one already made, one being made (waited for, on the
-    event loop), or one made now on a snapshot thread. Refusal (1013) if none is made within
-    BOUNTY_WS_SNAPSHOT_WAIT_SECONDS or the process's spools have no room."""
+    event loop), or one made now on a snapshot thread. Refusal (1013) if none is ready within
+    BOUNTY_WS_SNAPSHOT_WAIT_SECONDS (a production goes on for the next client) or the process's
+    spools have no room."""
     wait: int = settings.BOUNTY_WS_SNAPSHOT_WAIT_SECONDS
     end = time.monotonic() + wait
     try:
-        version = await database_sync_to_async(_current_version)()
-        if (spool := _SNAPSHOTS.ready(_ANSWER, version)) is not None:
-            return spool
-        pending = _SNAPSHOTS.pending(_ANSWER, version)
-        if pending is not None:
-            async with asyncio.timeout(end - time.monotonic()):
+        async with asyncio.timeout(wait):
+            version = await database_sync_to_async(_current_version)()
+            if (spool := _SNAPSHOTS.ready(_ANSWER, version)) is not None:
+                return spool
+            pending = _SNAPSHOTS.pending(_ANSWER, version)
+            if pending is not None:
                 made = await asyncio.shield(asyncio.wrap_future(pending))
-            if hand(made):
-                return made
-        loop = asyncio.get_running_loop()
-        with _reader_threads.one() as thread:
-            return await asyncio.shield(loop.run_in_executor(
-                thread, _SNAPSHOTS.get, _ANSWER, version, _spool_snapshot, max(0.0, end - time.monotonic())))
+                if hand(made):
+                    return made
+            return await asyncio.shield(_reader_threads.run(
+                _SNAPSHOTS.get, _ANSWER, version, _spool_snapshot, max(0.0, end - time.monotonic())))
     except TimeoutError:
-        raise Refusal(TRY_AGAIN_LATER, f"no snapshot was made within {wait} s; try again later") from None
+        raise Refusal(TRY_AGAIN_LATER, f"no snapshot was ready within {wait} s; try again later") from None
     except SpoolUnavailable as refusal:
         raise Refusal(TRY_AGAIN_LATER, refusal.reason) from None
 
@@ -191,8 +189,9 @@ async def stream_snapshot(send: Send, *, framed: bool, client: str) -> int:
 
 
 class _ReaderThreads:
-    """The process's snapshot threads, kept from one snapshot to the next; a snapshot being made
-    has one to itself, so there are never many more than the process's snapshot readers. A thread
+    """The process's snapshot threads, kept from one snapshot to the next: a thread is idle again
+    once its call returns (not when its client stops waiting: the snapshot is still being made,
+    for the next client), and at most BOUNTY_WS_SNAPSHOT_READERS idle ones are kept. A thread
     started for each snapshot, and joined after it, held up the event loop each time until the OS
     had run the thread: on a loaded machine tens of milliseconds a snapshot, every handshake and
     message of the process waiting meanwhile."""
@@ -200,13 +199,17 @@ class _ReaderThreads:
     def __init__(self) -> None:
         self._idle: list[ThreadPoolExecutor] = []
 
-    @contextmanager
-    def one(self) -> Iterator[ThreadPoolExecutor]:
+    def run(self, call: Callable[..., Spool], *args: object) -> asyncio.Future[Spool]:
         thread = self._idle.pop() if self._idle else ThreadPoolExecutor(max_workers=1, thread_name_prefix="ws-snapshot")
-        try:
-            yield thread
-        finally:
+        done = thread.submit(call, *args)
+        done.add_done_callback(lambda _: self._idle_again(thread))
+        return asyncio.wrap_future(done)
+
+    def _idle_again(self, thread: ThreadPoolExecutor) -> None:
+        if len(self._idle) < settings.BOUNTY_WS_SNAPSHOT_READERS:
             self._idle.append(thread)
+        else:
+            thread.shutdown(wait=False)
 
 
 _reader_threads = _ReaderThreads()

@@ -115,3 +115,24 @@ def test_a_request_that_waits_too_long_is_refused_and_the_spool_is_still_made(li
             lists.get("all", "v1", slow, wait=0.3)
         assert read_all(first.result()) == b"s" * 1000
     assert lists.get("all", "v1", slow, wait=0.3) is first.result() and made == ["v1"]
+
+
+def test_a_production_that_started_first_never_replaces_a_newer_spool(lists: Spools) -> None:
+    made: list[str] = []
+    with ThreadPoolExecutor(1) as pool:
+        slow_old = pool.submit(lists.get, "all", "v1", producing(b"1" * 1000, "v1", made, pause=0.5), 10)
+        time.sleep(0.1)  # v1's production has started, and been numbered, before v2's
+        newer = lists.get("all", "v2", producing(b"2" * 1000, "v2", made), wait=10)
+        older = slow_old.result()
+    assert read_all(older) == b"1" * 1000  # its waiters read it
+    assert older.superseded and not newer.superseded
+    assert lists.get("all", "v2", producing(b"x", "v2", made), wait=10) is newer and made == ["v1", "v2"]
+
+
+def test_room_is_not_made_by_dropping_a_spool_just_handed_to_a_request(lists: Spools, settings: Any) -> None:
+    settings.BOUNTY_SPOOL_MAX_BYTES = MIB
+    made: list[str] = []
+    handed = lists.get("all", "v1", producing(b"a" * 600_000, "v1", made), wait=10)  # not read yet
+    with pytest.raises(SpoolsFull):
+        lists.get("other", "v1", producing(b"b" * 600_000, "v1", made), wait=10)
+    assert read_all(handed) == b"a" * 600_000
