@@ -82,7 +82,7 @@ tests/api/test_reason_phrases.py, the layer 5 in tests/api/test_bodiless.py.
    (records.api.caching skips the records of a streamed list for a HEAD). When daphne keeps a HEAD
    bodiless itself, only the Content-Length part remains needed.
 
-6. **HTTP bodies with backpressure, and a stall limit.** Upstream: `http.response.body` completes
+6. **HTTP bodies with backpressure, a stall limit, and a failure after the start.** Upstream: `http.response.body` completes
    at once, as `websocket.send` did before patch 2: a streamed body (an unpaged list of 200,000
    records is about 180 MB) is read from the database and buffered by Twisted as fast as the
    application makes it, whatever the client takes, so 20 clients reading slowly made the process
@@ -150,6 +150,7 @@ class Upstream:
     create_application = Server.create_application
     protocol_handle_reply = WebSocketProtocol.handle_reply
     request_finish = WebRequest.finish
+    handle_exception = WebRequest.handle_exception
 
 
 class Limits:
@@ -362,6 +363,19 @@ async def _http_reply_sent(request: Any, message: dict[str, Any]) -> None:
             request.transport.abortConnection()  # daphne then tells the application (http.disconnect)
 
 
+def _handle_exception(self: Any, exception: BaseException) -> None:
+    """An application that failed after its response started (an unpaged list whose spool was
+    taken back for room, records.spools) has its connection aborted: the client sees the body end
+    short of its Content-Length. Upstream answers a 500 it can no longer send: its
+    `basic_error` raises `ValueError("HTTP response has already been started")` inside the
+    server's `application_checker`, which then never runs again: no application of the process
+    is reaped, and every later failure leaves its client waiting."""
+    if getattr(self, "_response_started", False):
+        self.transport.abortConnection()
+        return
+    Upstream.handle_exception(self, exception)
+
+
 def _request_finish(self: Any) -> None:
     if self.producer is not None and self.channel is not None:
         self.unregisterProducer()
@@ -383,3 +397,4 @@ def install(*, http_stall_seconds: float = HTTP_STALL_SECONDS, send_buffer_bytes
         http.RESPONSES.setdefault(status.value, status.phrase.encode("ascii"))
     Limits.http_stall_seconds = http_stall_seconds  # 6, with Server.handle_reply above
     WebRequest.finish = _request_finish  # 6
+    WebRequest.handle_exception = _handle_exception  # 6

@@ -21,7 +21,7 @@ from django.db import connection
 
 from records.models import Deployment
 from tests.api.wire import Wire
-from tests.factories import ACTIVE_CONTRACT, ACTIVE_USDC
+from tests.factories import ACTIVE_CONTRACT, ACTIVE_USDC, bump_version
 from tests.servers import Server, database_url, start_daphne, stop
 from tests.websocket.conftest import many_bounties
 
@@ -69,6 +69,12 @@ def server(django_db_setup: None, spool_dir: Path) -> Iterator[Server]:
 @pytest.fixture(scope="module")
 def small_disk(django_db_setup: None) -> Iterator[Server]:
     yield from serve(BOUNTY_SPOOL_MAX_BYTES=str(1024**2), **SMALL_POOL)
+
+
+@pytest.fixture(scope="module")
+def tight_disk(django_db_setup: None) -> Iterator[Server]:
+    """Room for two spools of the big list (7.6 MB each), not three."""
+    yield from serve(BOUNTY_SPOOL_MAX_BYTES=str(16 * 1024**2), **SMALL_POOL)
 
 
 @pytest.fixture(scope="module")
@@ -225,3 +231,20 @@ def test_a_client_reading_as_many_unpaged_lists_as_it_may_gets_429_while_other_c
     again = Wire(two_per_client)
     assert again.send("GET", "/bounties", {"X-Forwarded-For": "198.51.100.61"}).status == 200
     again.finish()
+
+
+def test_a_reader_of_a_superseded_spool_cut_off_for_room_has_its_connection_closed_and_the_server_goes_on(
+        tight_disk: Server, active: Deployment, big_list: None) -> None:
+    with slow_client(tight_disk, "198.51.100.65") as sock:
+        sock.settimeout(10)
+        head = sock.recv(4096)
+        assert head.startswith(b"HTTP/1.1 200") and b"Content-Length" in head
+        bump_version(active)  # the list changes: the slow reader's spool is superseded by the next
+        wire = Wire(tight_disk)
+        assert len(wire.send("GET", "/bounties").json()) == BOUNTIES
+        # Another list needs room: the unread current spool goes first, then the superseded one's reader.
+        assert len(wire.send("GET", "/bounties?dir=asc").json()) == BOUNTIES
+        received, closed = read_to_the_end(sock)
+        assert closed and not complete(head + received)  # cut off, short of its Content-Length
+    assert wire.send("GET", "/bounties/999999999").status == 404  # the server answers as ever
+    wire.finish()
