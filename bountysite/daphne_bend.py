@@ -82,7 +82,8 @@ tests/api/test_reason_phrases.py, the layer 5 in tests/api/test_bodiless.py.
    (records.api.caching skips the records of a streamed list for a HEAD). When daphne keeps a HEAD
    bodiless itself, only the Content-Length part remains needed.
 
-6. **HTTP bodies with backpressure, a stall limit, and a failure after the start.** Upstream: `http.response.body` completes
+6. **HTTP bodies with backpressure, a stall limit, a failure after the start.** Upstream:
+   `http.response.body` completes
    at once, as `websocket.send` did before patch 2: a streamed body (an unpaged list of 200,000
    records is about 180 MB) is read from the database and buffered by Twisted as fast as the
    application makes it, whatever the client takes, so 20 clients reading slowly made the process
@@ -95,8 +96,8 @@ tests/api/test_reason_phrases.py, the layer 5 in tests/api/test_bodiless.py.
    connection's next request could not register its own). An `http.response.body` with more to
    come then waits while the transport holds more than its `bufferSize` (64 KiB) beyond what the
    socket took, until the socket has taken all of it. A client that has not taken it within
-   `http_stall_seconds` (the setting BOUNTY_HTTP_STALL_SECONDS: at least 64 KiB in 30 s, about
-   2 KB/s) is cut off (the connection aborted): daphne then sends the
+   `http_stall_seconds` (the setting BOUNTY_HTTP_STALL_SECONDS: the 64 KiB and the next message,
+   16 KiB of an unpaged list, in 30 s: under 3 KB/s) is cut off (the connection aborted): daphne then sends the
    application `http.disconnect`, Django cancels the response, and the application closes its
    iterator (records.api.caching closes the database cursor on the request's thread). Without
    the limit, a client that stops reading would hold its response, with its database cursor and
@@ -116,6 +117,7 @@ tests/api/test_reason_phrases.py, the layer 5 in tests/api/test_bodiless.py.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import socket
 from collections.abc import Awaitable, Callable, Mapping
@@ -216,8 +218,10 @@ async def _server_handle_reply(self: Any, protocol: Any, message: dict[str, Any]
         if getattr(protocol.transport, "producer", None) is not None:
             protocol.transport.unregisterProducer()
         protocol.closeHandshakeTimeout = CLOSE_HANDSHAKE_SECONDS
-        if Limits.send_buffer_bytes is not None and isinstance(protocol.transport, tcp.Server):
-            protocol.transport.socket.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, Limits.send_buffer_bytes)
+        sock = getattr(protocol.transport, "socket", None)  # gone with a connection lost meanwhile
+        if Limits.send_buffer_bytes is not None and isinstance(protocol.transport, tcp.Server) and sock is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, Limits.send_buffer_bytes)
         protocol._bounty_writable = _Writable()
         protocol.transport.registerProducer(protocol._bounty_writable, True)
     elif message.get("type") in ("websocket.send", FRAMES_EXTENSION):

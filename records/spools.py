@@ -95,11 +95,16 @@ class Spool:
     asked_at: str = ""  # the version the request that made it had read (older than `version` or equal)
     number: int = 0  # productions are numbered as they start: a higher number read newer data
 
-    def pieces(self) -> Iterator[tuple[int, int, int]]:
-        """(offset, length, messages) of each piece, each about PIECE_BYTES and cut at a mark."""
+    def pieces(self, size: int = PIECE_BYTES, *, at_marks: bool = True) -> Iterator[tuple[int, int, int]]:
+        """(offset, length, messages) of each piece, each about `size` bytes and cut at a mark
+        (`at_marks`: where a message ends; otherwise anywhere, `size` bytes each, messages 0)."""
+        if not at_marks:
+            for offset in range(0, self.size, size):
+                yield offset, min(size, self.size - offset), 0
+            return
         start, start_count = 0, 0
         for offset, count in self.marks:
-            if offset - start >= PIECE_BYTES or offset == self.size:
+            if offset - start >= size or offset == self.size:
                 if offset > start:
                     yield start, offset - start, count - start_count
                 start, start_count = offset, count

@@ -23,6 +23,7 @@ import orjson
 from django.conf import settings
 from django.core.cache import cache
 from django.core.handlers.asgi import ASGIRequest
+from django.db import connection as db_connection
 from django.http import HttpRequest, HttpResponse, HttpResponseBase, HttpResponseNotModified, StreamingHttpResponse
 from django.utils.http import parse_etags
 from rest_framework.request import Request
@@ -120,6 +121,10 @@ class _ClosingStream(StreamingHttpResponse):
 # The unpaged lists (records.spools): each read from the database once per data version into a
 # spool, BOUNTY_HTTP_MAX_STREAMS at a time per process, then sent from it at each client's pace.
 _LISTS = Spools("unpaged list", Producers(lambda: settings.BOUNTY_HTTP_MAX_STREAMS))
+# What a body message holds: the server waits, before the next, until the client has taken what
+# it holds (its 64 KiB and this), so a client keeps up with BOUNTY_HTTP_STALL_SECONDS at about
+# (64 KiB + this) per stall limit: 80 KiB in 30 s, under 3 KB/s.
+BODY_PIECE_BYTES = 16 * 1024
 
 
 def list_etag(answer: Hashable, version: str) -> str:
@@ -153,7 +158,7 @@ async def _deliver(spool: Spool, claim: Claim) -> AsyncGenerator[bytes]:
         raise
     try:
         claim.start()
-        for offset, length, _ in spool.pieces():
+        for offset, length, _ in spool.pieces(BODY_PIECE_BYTES, at_marks=False):
             yield spool.read(offset, length)
     finally:
         reading.close()
@@ -165,7 +170,7 @@ def _deliver_sync(spool: Spool) -> Iterator[bytes]:
     clients' reads."""
     reading = open_reading(spool)
     try:
-        for offset, length, _ in spool.pieces():
+        for offset, length, _ in spool.pieces(BODY_PIECE_BYTES, at_marks=False):
             yield spool.read(offset, length)
     finally:
         reading.close()
@@ -206,6 +211,9 @@ def spooled_json_array(request: HttpRequest, answer: Hashable, version: str, pro
         raise
     if claim is not None:
         claim.answered()
+        # The request's database connection goes back to the pool now, not when the client has
+        # taken the body (Django gives it back when the response ends).
+        db_connection.close()
     streamed = (StreamingHttpResponse(_deliver_sync(spool), content_type="application/json") if claim is None
                 else _ClosingStream(_deliver(spool, claim), content_type="application/json"))
     streamed["Content-Length"] = str(spool.size)
