@@ -97,7 +97,7 @@ tests/api/test_reason_phrases.py, the layer 5 in tests/api/test_bodiless.py.
    come then waits while the transport holds more than its `bufferSize` (64 KiB) beyond what the
    socket took, until the socket has taken all of it. A client that has not taken it within
    `http_stall_seconds` (the setting BOUNTY_HTTP_STALL_SECONDS: the 64 KiB and the next message,
-   16 KiB of an unpaged list, in 30 s: under 3 KB/s) is cut off (the connection aborted): daphne then sends the
+   8 KiB of an unpaged list, in 30 s: about 2.4 KB/s) is cut off (the connection aborted): daphne then sends the
    application `http.disconnect`, Django cancels the response, and the application closes its
    iterator (records.api.caching closes the database cursor on the request's thread). Without
    the limit, a client that stops reading would hold its response, with its database cursor and
