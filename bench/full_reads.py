@@ -22,7 +22,7 @@ deploy/bounty-web@.service, DEBUG off, behind a trusted proxy address (BOUNTY_TR
    answering pings, reconnecting a second after the server closes one), and N other addresses
    each read `GET /bounties` at `--list-rate` bytes/s (a raw socket with a 4 KB SO_RCVBUF, read
    2 KB at a time, steadily: never a pause near BOUNTY_HTTP_STALL_SECONDS; the default 2.5 KB/s
-   is above the 64 KiB in 30 s, 2.2 KB/s, the service documents as its floor; reconnecting a
+   is above the 72 KiB in 30 s, 2.4 KB/s, the service documents as its floor; reconnecting a
    second after the server closes it). `--readers` keeps one kind only. All of them are asyncio
    protocols in this process. After 5 s, at once: (a) a fresh address's websocket snapshot,
    seconds to `snapshot.complete`; (b) another fresh address's unpaged list, seconds to its whole
