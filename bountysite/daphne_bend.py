@@ -1,4 +1,4 @@
-"""Where the service bends daphne 4.2 (and the Twisted and autobahn under it): six patches (1-4,
+"""Where the service bends daphne 4.2 (and the Twisted and autobahn under it): five patches (1-3,
 6 and 7), one install(), and an ASGI layer in front of Django (5).
 
 `bountysite.asgi` calls `install()`, so `daphne bountysite.asgi:application` and `manage.py
@@ -7,8 +7,7 @@ runserver` (daphne's) both get every patch; it is idempotent; and it serves Djan
 tests/websocket/test_daphne_bend.py serves one bare ASGI application from two
 real daphne processes, one with the bend and one without: for each patch one test fails if the
 bend is wrong, and one fails once an upgrade makes it unnecessary (upstream then does it alone:
-delete the patch and its tests). Patch 4 is tested the same two ways in
-tests/api/test_reason_phrases.py, the layer 5 in tests/api/test_bodiless.py.
+delete the patch and its tests). The layer 5 is tested in tests/api/test_bodiless.py.
 
 1. **Close codes.** Upstream: `WebSocketProtocol.serverClose` passes the application's code to
    autobahn's `sendClose`, which accepts only 1000 and 3000-4999 (the IANA rules for
@@ -52,12 +51,6 @@ tests/api/test_reason_phrases.py, the layer 5 in tests/api/test_bodiless.py.
    (writing nothing) otherwise: the feed calls it for each client in one loop, sparing a task
    switch and an ASGI round trip per client per wake-up; the caller makes sure nothing it sent
    through `send` still waits to be written (records.ws.outbox.Outbox).
-
-4. **Reason phrases.** Upstream: daphne sets a status with Twisted's `setResponseCode(status)`,
-   whose phrase table stops at RFC 2616's statuses: the rate limit's 429 goes out as
-   `HTTP/1.1 429 Unknown Status` (and so would 422, 428 or 451), and an ASGI application cannot
-   pass a phrase. The patch completes Twisted's table from `http.HTTPStatus`, adding only what it
-   lacks.
 
 5. **Bodiless responses: `BodilessResponses`, an ASGI layer, not a patch** (it also undoes what
    Django, not daphne, adds, and holds under any ASGI server). A HEAD's, a 204's and
@@ -130,7 +123,6 @@ from daphne.server import Server
 from daphne.ws_protocol import WebSocketProtocol
 from twisted.internet import tcp
 from twisted.internet.interfaces import IPushProducer
-from twisted.web import http
 from zope.interface import implementer  # type: ignore[import-untyped]
 
 FRAMES_EXTENSION = "websocket.frames"  # the scope's extension, and the type of the message that uses it
@@ -397,8 +389,6 @@ def install(*, http_stall_seconds: float = HTTP_STALL_SECONDS, send_buffer_bytes
     Server.handle_reply = _server_handle_reply  # 2
     Server.create_application = _create_application  # 3
     WebSocketProtocol.handle_reply = _protocol_handle_reply  # 3, and 1's reasons
-    for status in HTTPStatus:  # 4
-        http.RESPONSES.setdefault(status.value, status.phrase.encode("ascii"))
     Limits.http_stall_seconds = http_stall_seconds  # 6, with Server.handle_reply above
     WebRequest.finish = _request_finish  # 6
     WebRequest.handle_exception = _handle_exception  # 6

@@ -1,9 +1,8 @@
 """bountysite/daphne_bend.py, patch by patch, against real daphne processes: one serving a bare
 application with the bend installed, one serving it as daphne upstream does. For each patch, one
 test fails if the bend is wrong, and one fails once an upgrade of daphne (or autobahn, Twisted)
-makes it unnecessary -- then delete the patch and its tests. (Patch 4, the reason phrases, is
-checked the same two ways in tests/api/test_reason_phrases.py; bend 5, the ASGI layer for bodiless
-responses, in tests/api/test_bodiless.py; patch 6's stall limit through Django, with a database
+makes it unnecessary -- then delete the patch and its tests. (Bend 5, the ASGI layer for bodiless
+responses, is checked in tests/api/test_bodiless.py; patch 6's stall limit through Django, with a database
 cursor to close, in tests/api/test_slow_readers.py.)"""
 
 from __future__ import annotations
