@@ -1,7 +1,9 @@
 """ASGI entry point, served by daphne (`daphne bountysite.asgi:application`, and `manage.py
-runserver`, which is daphne's): HTTP to Django (through bountysite/daphne_bend.py's layer that sends
-no body for a HEAD, 204 or 304, and whose patch 6 writes a body as the client takes it), the
-websocket `/ws/events` to Channels.
+runserver`, which is daphne's): HTTP to Django (through bountysite/bodiless.py's layer that sends
+no body for a HEAD, 204 or 304), the websocket `/ws/events` to Channels. It installs every bend of
+daphne, each side's from its own module: bountysite/daphne_ws.py (close codes and reasons,
+backpressure, prebuilt frames, denial responses) and bountysite/daphne_http.py (a body written as
+the client takes it, the stall limit, and a failure after the response started).
 
 No origin validator wraps the websocket: the feed is public and read-only and reads no
 credentials (records/ws/consumer.py), so a cross-origin page gains nothing by opening it.
@@ -19,11 +21,12 @@ django_asgi_app = get_asgi_application()  # sets Django up before the consumers 
 
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
-from bountysite import daphne_bend, statement_timeout  # noqa: E402
+from bountysite import daphne_http, daphne_ws, statement_timeout  # noqa: E402
+from bountysite.bodiless import BodilessResponses  # noqa: E402
 from records.routing import websocket_urlpatterns  # noqa: E402
 
-daphne_bend.install(http_stall_seconds=settings.BOUNTY_HTTP_STALL_SECONDS,
-                    send_buffer_bytes=settings.BOUNTY_WS_SEND_BUFFER_BYTES)
+daphne_ws.install(send_buffer_bytes=settings.BOUNTY_WS_SEND_BUFFER_BYTES)
+daphne_http.install(http_stall_seconds=settings.BOUNTY_HTTP_STALL_SECONDS)
 statement_timeout.install()
 
 # Python's default collects its young generation every 700 new objects, promoting whatever is in
@@ -34,6 +37,6 @@ statement_timeout.install()
 gc.set_threshold(100_000, 20, 100)
 
 application = ProtocolTypeRouter({
-    "http": daphne_bend.BodilessResponses(django_asgi_app),
+    "http": BodilessResponses(django_asgi_app),
     "websocket": URLRouter(websocket_urlpatterns),
 })

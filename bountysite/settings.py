@@ -258,7 +258,7 @@ BOUNTY_WS_MAX_MESSAGE_BYTES = env_int("BOUNTY_WS_MAX_MESSAGE_BYTES", 4_096, mini
 DAPHNE_WEBSOCKET_MAX_MESSAGE_SIZE = BOUNTY_WS_MAX_MESSAGE_BYTES
 BOUNTY_WS_MAX_BACKLOG = env_int("BOUNTY_WS_MAX_BACKLOG", 10_000, minimum=1)  # live messages queued per client
 BOUNTY_WS_POLL_SECONDS = env_int("BOUNTY_WS_POLL_MS", 50, minimum=10, maximum=60_000) / 1000
-# The kernel's send buffer of a websocket (bountysite/daphne_bend.py, patch 2): what may wait for a slow client.
+# The kernel's send buffer of a websocket (bountysite/daphne_ws.py, Backpressure): what may wait for a slow client.
 BOUNTY_WS_SEND_BUFFER_BYTES = env_int("BOUNTY_WS_SEND_BUFFER_BYTES", 131_072, minimum=4_096)
 # Snapshots (docs/api.md, Limits and close codes) are read from the database into spools
 # (records.spools): at most BOUNTY_WS_SNAPSHOT_READERS at once per process, each holding a
@@ -292,7 +292,7 @@ BOUNTY_API_CACHE_MAX_BODY_BYTES = env_int("BOUNTY_API_CACHE_MAX_BODY_BYTES", 262
 BOUNTY_API_CACHE_ENTRIES_PER_CLIENT = env_int("BOUNTY_API_CACHE_ENTRIES_PER_CLIENT", 50, minimum=0)
 
 # A response body is written as the client takes it; one that has not taken the 64 KiB the server
-# holds for it within this many seconds is cut off (bountysite/daphne_bend.py, patch 6).
+# holds for it within this many seconds is cut off (bountysite/daphne_http.py, the stall limit).
 BOUNTY_HTTP_STALL_SECONDS = env_int("BOUNTY_HTTP_STALL_SECONDS", 30, minimum=1, maximum=3_600)
 # Unpaged lists are read from the database into spools (records.spools): at most
 # BOUNTY_HTTP_MAX_STREAMS at once per process, each holding a database connection while it reads;

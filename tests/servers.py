@@ -84,6 +84,17 @@ def start_daphne(env: dict[str, str], application: str = "bountysite.asgi:applic
     return serve_command([DAPHNE, "-b", "127.0.0.1", "-p", str(port), application], port, env, cwd=cwd)
 
 
+@contextmanager
+def serving(application: str) -> Iterator[Server]:
+    """daphne serving the bare ASGI `application` (a test's own, not the service) with this
+    process's environment, stopped afterwards."""
+    server = start_daphne(dict(os.environ), application)
+    try:
+        yield server
+    finally:
+        stop(server.process)
+
+
 def serve_command(command: list[str], port: int, env: dict[str, str],
                   preexec: Callable[[], None] | None = None, cwd: Path = PROJECT_DIR) -> Server:
     """Starts `command` in `cwd`, a daphne that listens on `port` (after `preexec` in the child, if

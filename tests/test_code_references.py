@@ -1,6 +1,6 @@
 """What the product's docstrings and comments name exists: a dotted path into the project
 (`indexer.pipeline.ReadAhead`, `records.kinds`), a method of one of its classes
-(`Committer.prepare`), a file of the project (`bountysite/daphne_bend.py`). A rename or a move that
+(`Committer.prepare`), a file of the project (`bountysite/daphne_ws.py`). A rename or a move that
 leaves a stale name behind fails here, so a newcomer who follows a name finds what it names.
 
 Two kinds of dotted names are not code and are left alone: the loggers' names

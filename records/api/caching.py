@@ -151,7 +151,7 @@ def lists_busy(reason: str) -> HttpResponse:
 
 async def _deliver(spool: Spool, claim: Claim) -> AsyncGenerator[bytes]:
     """The spool's bytes a piece at a time, each read when the client has taken the one before
-    (daphne_bend, patch 6); the claim and the spool are held from the first piece to the end."""
+    (bountysite.daphne_http); the claim and the spool are held from the first piece to the end."""
     try:
         reading = open_reading(spool)
     except SpoolCutOff:

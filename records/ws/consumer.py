@@ -19,7 +19,7 @@ import orjson
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
-from bountysite.daphne_bend import DENIAL_EXTENSION, FRAMES_EXTENSION
+from bountysite.daphne_ws import DENIAL_EXTENSION, FRAMES_EXTENSION
 from records.limits import ConnectionSlot, MessageBudget, scope_address, scope_client, spend_connect
 from records.metrics import WS_CLOSES, WS_OPEN
 from records.ws.closes import INTERNAL_ERROR, POLICY_VIOLATION, Refusal
@@ -100,7 +100,7 @@ class EventsConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]
             await self.close(code=POLICY_VIOLATION, reason=f"{detail}; retry after {retry_after} s")
 
     async def _send_frames(self, batch: MessageBatch) -> None:
-        """To a server with the frame extension (bountysite/daphne_bend.py): the batch's frames as they are."""
+        """To a server with the frame extension (bountysite/daphne_ws.py): the batch's frames as they are."""
         await self.base_send({"type": FRAMES_EXTENSION, "frames": batch.frames})
 
     async def _send_texts(self, batch: MessageBatch) -> None:

@@ -3,7 +3,7 @@
 Every message is encoded once. A server's websocket frames are not masked, so the same frame
 bytes suit every client: a `MessageBatch` of consecutive messages carries their texts and their frames
 (RFC 6455), made once, and shared by every client. A server with the frame extension
-(bountysite/daphne_bend.py) writes the frames as they are; one without it is sent the texts, one ASGI
+(bountysite/daphne_ws.py) writes the frames as they are; one without it is sent the texts, one ASGI
 message each. Either way nothing is encoded or framed per client.
 """
 

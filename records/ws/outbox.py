@@ -24,7 +24,7 @@ class Outbox:
     """One client's bounded queue of live messages; `next_seq` is the first it has not been given.
 
     It takes the batches the feed puts (shared with every other client). With `write_now` (the
-    server's frame extension, bountysite/daphne_bend.py) a batch goes straight to the socket when
+    server's frame extension, bountysite/daphne_ws.py) a batch goes straight to the socket when
     nothing is queued before it and the socket takes it, with no task switch to the client's sender;
     otherwise it is queued and the sender gets everything pending at once."""
 

@@ -55,7 +55,7 @@ from records.ws.outbox import Send
 SNAPSHOT_CHUNK = 500  # snapshot records per read from the database
 # Frames written to the spool at a time: where a piece sent to a client may end. A piece is about
 # records.spools.PIECE_BYTES (64 KiB): a send returns once the server's buffer is below 64 KiB
-# (daphne_bend, patch 2), so at most about twice that waits in it, and a close frame (a client too
+# (bountysite.daphne_ws, Backpressure), so at most about twice that waits in it, and a close frame (a client too
 # slow) reaches the client after that much.
 SPOOL_WRITE_BYTES = 16 * 1024
 

@@ -1,6 +1,6 @@
 """A bare ASGI application for test_bodiless.py: it answers any request with a body in three
 messages, as Django streams a StreamingHttpResponse, and the status of its query string (`?304`).
-`application` is served as it is; `bodiless` through bountysite/daphne_bend.py's BodilessResponses,
+`application` is served as it is; `bodiless` through bountysite/bodiless.py's BodilessResponses,
 as bountysite/asgi.py serves Django."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from bountysite.daphne_bend import BodilessResponses
+from bountysite.bodiless import BodilessResponses
 
 PARTS = (b"one,", b"two,", b"three")
 

@@ -1,10 +1,9 @@
-"""bountysite/daphne_bend.py, bend 5 (BodilessResponses), on a real daphne: a HEAD's streamed body,
+"""bountysite/bodiless.py (BodilessResponses), on a real daphne: a HEAD's streamed body,
 and a 304's Content-Length, never reach the client; and daphne alone still sends that body (the
 reason for the layer)."""
 
 from __future__ import annotations
 
-import os
 import socket
 from collections.abc import Iterator
 
@@ -12,21 +11,19 @@ import pytest
 
 from tests.api.streaming_app import PARTS
 from tests.api.wire import Wire, read_until_quiet
-from tests.servers import Server, start_daphne, stop
+from tests.servers import Server, serving
 
 
 @pytest.fixture(scope="module")
 def bare() -> Iterator[Server]:
-    instance = start_daphne(dict(os.environ), "tests.api.streaming_app:application")
-    yield instance
-    stop(instance.process)
+    with serving("tests.api.streaming_app:application") as server:
+        yield server
 
 
 @pytest.fixture(scope="module")
 def wrapped() -> Iterator[Server]:
-    instance = start_daphne(dict(os.environ), "tests.api.streaming_app:bodiless")
-    yield instance
-    stop(instance.process)
+    with serving("tests.api.streaming_app:bodiless") as server:
+        yield server
 
 
 def test_daphne_alone_still_sends_a_streamed_body_after_a_heads_headers(bare: Server) -> None:

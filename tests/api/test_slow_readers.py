@@ -1,7 +1,7 @@
 """Slow readers of an unpaged list, through a real daphne serving the service (bountysite.asgi) and a
 real HTTP/1.1 client on a raw socket with a small receive buffer. The list is read from the
 database once into a spool (records.spools) and sent from it at each client's pace
-(bountysite/daphne_bend.py, patch 6): a slow reader holds no database connection, no cursor and no
+(bountysite/daphne_http.py): a slow reader holds no database connection, no cursor and no
 transaction, and nothing other clients wait for; one that stops taking its body is cut off after
 BOUNTY_HTTP_STALL_SECONDS. Spools are unnamed files: nothing is left in BOUNTY_SPOOL_DIR, even by a
 killed process, and their disk is bounded (BOUNTY_SPOOL_MAX_BYTES: past it, 503)."""

@@ -1,6 +1,6 @@
-"""A bare ASGI application for test_daphne_bend.py, served as it is (daphne upstream) and by
-bend_app_installed.py (with bountysite/daphne_bend.py installed, HTTP_STALL_SECONDS its limit).
-Websockets, by path:
+"""A bare ASGI application for test_daphne_ws.py and test_daphne_http.py, served as it is (daphne
+upstream) and by bend_app_installed.py (with bountysite/daphne_ws.py and bountysite/daphne_http.py
+installed, SEND_BUFFER_BYTES and HTTP_STALL_SECONDS their settings). Websockets, by path:
 
 - `/close?code=N[&reason=R]`: accepts, then closes with code N (and reason R).
 - `/flood`: accepts, sends FLOOD_MESSAGES texts of 1 MiB through `websocket.send`, then a last
@@ -11,7 +11,8 @@ Websockets, by path:
   `Retry-After: 7` and DENIAL_BODY in two body messages; without it, accepts and sends
   `{"extension": false}`.
 
-Any HTTP request is answered as the websocket's `/flood`: FLOOD_MESSAGES body messages of 1 MiB,
+HTTP, by path: `/fail` starts a response of FAILED_LENGTH bytes, sends 10 of them, then raises;
+any other request is answered as the websocket's `/flood`: FLOOD_MESSAGES body messages of 1 MiB,
 then a last one, `{"flood_seconds": ...}`.
 """
 
@@ -24,11 +25,12 @@ from typing import Any
 from urllib.parse import parse_qs
 
 FLOOD_MESSAGES = 24
-HTTP_STALL_SECONDS = 4  # well above test_daphne_bend.UNREAD_SECONDS
+HTTP_STALL_SECONDS = 4  # well above conftest.UNREAD_SECONDS
 SEND_BUFFER_BYTES = 65_536  # the installed bend's websocket send buffer
 FRAMES_EXTENSION = "websocket.frames"
 DENIAL_EXTENSION = "websocket.http.response"
 DENIAL_BODY = b'{"detail": "too many connections"}'
+FAILED_LENGTH = 100
 
 
 def text_frame(data: bytes) -> bytes:
@@ -39,6 +41,11 @@ def text_frame(data: bytes) -> bytes:
 
 async def application(scope: dict[str, Any], receive: Callable[[], Awaitable[dict[str, Any]]],
                       send: Callable[[dict[str, Any]], Awaitable[None]]) -> None:
+    if scope["type"] == "http" and scope["path"] == "/fail":
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-length", str(FAILED_LENGTH).encode())]})
+        await send({"type": "http.response.body", "body": b"x" * 10, "more_body": True})
+        raise RuntimeError("failed after the response started")
     if scope["type"] == "http":
         await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
         started = time.perf_counter()

@@ -1,10 +1,13 @@
 """Fixtures of the websocket tests: real daphne server processes (and a real indexer process)
-sharing the test database, and real `websockets` clients."""
+sharing the test database, and real `websockets` clients; and the two daphne processes that serve
+bend_app.py's bare application with and without the bends (test_daphne_ws.py, test_daphne_http.py)."""
 
 from __future__ import annotations
 
 import http.client
 import json
+import re
+import socket
 import subprocess
 import sys
 import time
@@ -26,7 +29,11 @@ from tests.chain import Chain
 from tests.factories import make_bounty, make_deployment
 from tests.history import append_changes
 from tests.indexer.conftest import process_env
-from tests.servers import PROJECT_DIR, Server, start_daphne, stop
+from tests.servers import PROJECT_DIR, Server, serving, start_daphne, stop
+from tests.websocket.bend_app import FLOOD_MESSAGES
+
+UNREAD_SECONDS = 2.0  # how long a flood's client reads nothing
+LAST_MESSAGE = re.compile(rb'\{"flood_seconds": [0-9.e-]+\}')
 
 
 @pytest.fixture
@@ -44,6 +51,36 @@ def servers(chain: Chain) -> Iterator[Callable[..., Server]]:
     yield serve
     for server in started:
         stop(server.process)
+
+
+@pytest.fixture(scope="module")
+def bent() -> Iterator[Server]:
+    """daphne serving bend_app.py's application with every bend installed (bend_app_installed.py)."""
+    with serving("tests.websocket.bend_app_installed:application") as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def upstream() -> Iterator[Server]:
+    """daphne serving bend_app.py's application as daphne does alone."""
+    with serving("tests.websocket.bend_app:application") as server:
+        yield server
+
+
+def flood_seconds(server: Server, request: bytes) -> float:
+    """Sends `request` for bend_app.py's /flood on a raw socket, reads nothing for UNREAD_SECONDS,
+    then everything: how long the application's sends took to complete."""
+    with socket.create_connection(("127.0.0.1", server.port), timeout=30) as raw:
+        raw.sendall(request)
+        time.sleep(UNREAD_SECONDS)
+        data = b""
+        wanted = FLOOD_MESSAGES * (1 << 20)
+        while not (last := LAST_MESSAGE.search(data, wanted)):
+            chunk = raw.recv(1 << 20)
+            assert chunk, "the server closed before its last message"
+            data += chunk
+    flood: dict[str, Any] = json.loads(last.group())
+    return float(flood["flood_seconds"])
 
 
 @pytest.fixture

@@ -1,6 +1,6 @@
-"""The websocket.frames extension's write: straight to the socket when Twisted holds nothing for
-it, through Twisted's buffer for whatever the socket does not take at once (and always on
-transports that are not plain TCP)."""
+"""The websocket.frames extension's write (bountysite/daphne_ws.py, `write`): straight to the
+socket when Twisted holds nothing for it, through Twisted's buffer for whatever the socket does not
+take at once (and always on transports that are not plain TCP)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from twisted.internet import tcp
 
-from bountysite.daphne_bend import write
+from bountysite.daphne_ws import write
 
 
 class _Socket:

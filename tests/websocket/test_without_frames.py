@@ -1,5 +1,5 @@
-"""The websocket under an ASGI server without daphne's frame extension (bountysite/daphne_bend.py,
-patch 3), here Channels' in-process communicator: each message goes out as its own text message,
+"""The websocket under an ASGI server without daphne's frame extension (bountysite/daphne_ws.py,
+Prebuilt frames), here Channels' in-process communicator: each message goes out as its own text message,
 the snapshot's and the live ones alike, none framed and none parsed back."""
 
 from __future__ import annotations
