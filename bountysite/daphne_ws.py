@@ -49,7 +49,15 @@ they are (dropped on a socket no longer open), with the backpressure above. The 
 when the socket is open and not held back, and returns False (writing nothing) otherwise: the feed
 calls it for each client in one loop, sparing a task switch and an ASGI round trip per client per
 wake-up; the caller makes sure nothing it sent through `send` still waits to be written
-(records.ws.outbox.Outbox).
+(records.ws.outbox.Outbox). Frames behind autobahn's send queue go through it (`sendData`); the
+others are sent on the socket on the spot when Twisted holds nothing for it (`write`, bypassing
+Twisted's buffer), and through `transport.write` otherwise. Through `transport.write` alone,
+bench/ws_broadcast.py's broadcast of 500 changes to 1,000 clients reached the last client twice as
+late at the median, 92 ms against 44 (bench/README.md, Websocket: the bypass measured). The bypass
+reads Twisted's private buffers (`dataBuffer`, `_tempDataBuffer`) and autobahn's `send_queue`:
+tests/websocket/test_daphne_frames.py fails when Twisted holds unsent bytes anywhere else, or sends
+a write on the spot itself (the bypass can go then), and test_daphne_ws.py when frames written at
+once overtake a message sent before them, whether Twisted or autobahn held it.
 
 **Denial responses: the `websocket.http.response` extension.** Upstream: an application can refuse
 a websocket handshake only with `websocket.close` before accepting, which daphne answers `403
@@ -191,7 +199,9 @@ def _write_now(server: Any, protocol: Any, frames: bytes) -> bool:
 def write(transport: Any, frames: bytes) -> None:
     """`transport.write(frames)`, but on a plain TCP connection with nothing buffered, sent on the
     spot: Twisted would queue the bytes, register the socket for writing, send on the next loop
-    iteration and unregister it, two epoll changes and a callback per client per wake-up."""
+    iteration and unregister it, two epoll changes and a callback per client per wake-up (the
+    module's docstring, Prebuilt frames: what that costs, and the tests that watch the buffers read
+    here)."""
     if (isinstance(transport, tcp.Server) and not transport.dataBuffer and not transport._tempDataBuffer
             and not transport.disconnecting):
         try:

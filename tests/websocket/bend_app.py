@@ -7,6 +7,10 @@ installed, SEND_BUFFER_BYTES and HTTP_STALL_SECONDS their settings). Websockets,
   text `{"flood_seconds": ...}`: how long those sends took to complete.
 - `/frames`: accepts; with the `websocket.frames` extension in the scope, sends two messages in
   one `websocket.frames` message; without it, `{"extension": false}`.
+- `/order`: with the `websocket.frames` extension, sends ORDER_MESSAGES messages `{"n": 0}`,
+  `{"n": 1}`, ... alternately through `websocket.send` (padded to 60 KB, so that the socket
+  fills) and as a prebuilt frame, through `write_now` at once after the send returns (through a
+  `websocket.frames` message when `write_now` declines); without it, `{"extension": false}`.
 - `/deny`: with the `websocket.http.response` extension, answers the handshake 429 with
   `Retry-After: 7` and DENIAL_BODY in two body messages; without it, accepts and sends
   `{"extension": false}`.
@@ -31,6 +35,7 @@ FRAMES_EXTENSION = "websocket.frames"
 DENIAL_EXTENSION = "websocket.http.response"
 DENIAL_BODY = b'{"detail": "too many connections"}'
 FAILED_LENGTH = 100
+ORDER_MESSAGES = 200
 
 
 def text_frame(data: bytes) -> bytes:
@@ -73,6 +78,13 @@ async def application(scope: dict[str, Any], receive: Callable[[], Awaitable[dic
         for _ in range(FLOOD_MESSAGES):
             await send({"type": "websocket.send", "text": "x" * (1 << 20)})
         await send({"type": "websocket.send", "text": json.dumps({"flood_seconds": time.perf_counter() - started})})
+    elif scope["path"] == "/order" and FRAMES_EXTENSION in scope.get("extensions", {}):
+        write_now = scope["extensions"][FRAMES_EXTENSION]["write_now"]
+        for n in range(0, ORDER_MESSAGES, 2):
+            await send({"type": "websocket.send", "text": json.dumps({"n": n, "pad": "x" * 60_000})})
+            frame = text_frame(json.dumps({"n": n + 1}).encode())
+            if not write_now(frame):
+                await send({"type": FRAMES_EXTENSION, "frames": frame})
     elif FRAMES_EXTENSION in scope.get("extensions", {}):
         frames = text_frame(b'{"extension": true}') + text_frame(b'{"second": true}')
         await send({"type": FRAMES_EXTENSION, "frames": frames})

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from tests.servers import Server
-from tests.websocket.bend_app import DENIAL_BODY, SEND_BUFFER_BYTES
-from tests.websocket.conftest import UNREAD_SECONDS, close_code, flood_seconds, open_client, receive, upgrade
+from tests.websocket.bend_app import DENIAL_BODY, ORDER_MESSAGES, SEND_BUFFER_BYTES
+from tests.websocket.conftest import UNREAD_SECONDS, close_code, flood_seconds, open_client, receive, receive_n, upgrade
 
 WEBSOCKET_FLOOD = (b"GET /flood HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
                    b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
@@ -99,6 +99,13 @@ def test_prebuilt_frames_arrive_as_the_messages_they_frame(bent: Server) -> None
     with open_client(f"ws://127.0.0.1:{bent.port}/frames") as client:
         assert receive(client) == {"extension": True}
         assert receive(client) == {"second": True}
+
+
+def test_frames_written_at_once_never_overtake_a_message_sent_before_them(bent: Server) -> None:
+    """What `write_now` sends on the socket directly must wait behind whatever autobahn or Twisted
+    still holds: fails when either keeps unsent bytes where the bypass does not look."""
+    with open_client(f"ws://127.0.0.1:{bent.port}/order", max_size=None) as client:
+        assert [message["n"] for message in receive_n(client, ORDER_MESSAGES)] == list(range(ORDER_MESSAGES))
 
 
 def test_daphne_alone_still_offers_no_frames_extension(upstream: Server) -> None:
