@@ -15,7 +15,10 @@ forwarding and the ways a server is lost:
 - `delay(seconds)`: forwarding goes on, each chunk held `seconds` first (a server far away).
 
 One thread runs it all over a selector; each switch returns once that thread has applied it, so
-that what the test does next meets the new behaviour.
+that what the test does next meets the new behaviour. It never blocks on a socket: what a side
+does not take at once waits in that side's own buffer until it is writable, so a client reading
+one connection only once another has moved on (pg_basebackup's backup and its WAL stream) cannot
+hold up the thread that moves the other.
 """
 
 from __future__ import annotations
@@ -52,6 +55,8 @@ class FaultyProxy:
         self._needle_met = threading.Event()
         self._commands: queue.SimpleQueue[tuple[Callable[[], None], threading.Event]] = queue.SimpleQueue()
         self.latency = 0.0  # delay()'s
+        self._unsent: dict[socket.socket, bytearray] = {}  # what a side has not taken yet, in order
+        self._close_when_sent: set[socket.socket] = set()  # sides whose other side has closed
         self._delayed: collections.deque[tuple[float, socket.socket, socket.socket, bytes]] = collections.deque()
         self._wake_r, self._wake_w = socket.socketpair()
         self._running = True
@@ -148,6 +153,8 @@ class FaultyProxy:
         if sock not in self._peers:  # closed already
             return
         del self._peers[sock]
+        self._unsent.pop(sock, None)
+        self._close_when_sent.discard(sock)
         self._clients.discard(sock)
         with contextlib.suppress(KeyError, ValueError):
             self._selector.unregister(sock)
@@ -190,7 +197,10 @@ class FaultyProxy:
         if not data:  # that side closed: so does the other, unless nothing is told in a blackhole
             self._close(sock)
             if peer is not None and self.mode != BLACKHOLE:
-                self._close(peer)
+                if peer in self._unsent:  # once it has taken what it was sent
+                    self._close_when_sent.add(peer)
+                else:
+                    self._close(peer)
             return
         if self.mode != FORWARD or peer is None or peer not in self._peers:
             return  # swallowed, never answered
@@ -202,18 +212,48 @@ class FaultyProxy:
     def _send(self, sock: socket.socket, peer: socket.socket, data: bytes) -> None:
         if peer not in self._peers:
             return
-        try:
-            peer.setblocking(True)
-            peer.sendall(data)
-            peer.setblocking(False)
-        except OSError:
-            self._close(sock)
-            self._close(peer)
-            return
+        unsent = self._unsent.get(peer)
+        if unsent is not None:  # behind what waits already
+            unsent += data
+        else:
+            try:
+                sent = peer.send(data)
+            except BlockingIOError:
+                sent = 0
+            except OSError:
+                self._close(sock)
+                self._close(peer)
+                return
+            if sent < len(data):
+                self._unsent[peer] = bytearray(data[sent:])
+                self._selector.modify(peer, selectors.EVENT_READ | selectors.EVENT_WRITE)
         if self._needle is not None and sock in self._clients and self._needle in data:
             self._needle = None
             self.mode = BLACKHOLE
             self._needle_met.set()
+
+    def _send_unsent(self, sock: socket.socket) -> None:
+        """Sends what `sock` took too little of before, now that it is writable."""
+        unsent = self._unsent.get(sock)
+        if unsent is None:
+            return
+        try:
+            sent = sock.send(unsent)
+        except BlockingIOError:
+            return
+        except OSError:
+            peer = self._peers.get(sock)
+            self._close(sock)
+            if peer is not None:
+                self._close(peer)
+            return
+        del unsent[:sent]
+        if not unsent:
+            del self._unsent[sock]
+            if sock in self._close_when_sent:
+                self._close(sock)
+            else:
+                self._selector.modify(sock, selectors.EVENT_READ)
 
     def _send_due(self) -> float:
         """Sends the delayed chunks that are due; the seconds until the next one is."""
@@ -224,7 +264,7 @@ class FaultyProxy:
 
     def _serve(self) -> None:
         while self._running:
-            for key, _ in self._selector.select(timeout=min(0.5, self._send_due())):
+            for key, events in self._selector.select(timeout=min(0.5, self._send_due())):
                 sock = key.fileobj
                 if sock is self._wake_r:
                     self._wake_r.recv(4096)
@@ -235,4 +275,7 @@ class FaultyProxy:
                 elif sock is self._listener:
                     self._accept()
                 elif isinstance(sock, socket.socket) and sock in self._peers:
-                    self._pump(sock)
+                    if events & selectors.EVENT_WRITE:
+                        self._send_unsent(sock)
+                    if events & selectors.EVENT_READ and sock in self._peers:
+                        self._pump(sock)
