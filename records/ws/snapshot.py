@@ -30,6 +30,7 @@ from records.history import NO_HISTORY, Position
 from records.kinds import KINDS
 from records.limits import SnapshotSlot
 from records.metrics import WS_MESSAGES, WS_SNAPSHOTS_SENDING
+from records.models import Deployment
 from records.selectors import (
     DeploymentFilter,
     ListQuery,
@@ -81,7 +82,10 @@ class SnapshotDeadline:
 def _current_version() -> str:
     """The active deployment and its data version (records.selectors.data_version): what a
     snapshot spool is current for."""
-    deployment = active_deployment()
+    return _version_of(active_deployment())
+
+
+def _version_of(deployment: Deployment | None) -> str:
     return "none" if deployment is None else f"{deployment.pk}/{data_version(deployment)}"
 
 
@@ -106,7 +110,7 @@ def _spool_snapshot(spool: SpoolWriter) -> tuple[str, Position]:
     try:
         with read_snapshot(within=spool.deadline - time.monotonic(), statements_within=spool.statements_within):
             deployment = active_deployment()
-            version = "none" if deployment is None else f"{deployment.pk}/{data_version(deployment)}"
+            version = _version_of(deployment)
             if deployment is not None:
                 position = head_position(deployment.pk)
                 for kind in KINDS:
