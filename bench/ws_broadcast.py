@@ -404,7 +404,7 @@ def commit_burst(changes: int) -> dict[int, float]:
                         advance_change_log(state.deployment, state, [(MessageType.BOUNTY_UPDATED, PAYLOAD, 1)]))
             state.save(update_fields=["last_seq", "last_digest"])
         committed[state.last_seq] = time.perf_counter()
-        notify_changes()
+        notify_changes(state.deployment_id, state.last_seq)
     return committed
 
 

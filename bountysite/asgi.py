@@ -23,11 +23,13 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
 from bountysite import daphne_http, daphne_ws, statement_timeout  # noqa: E402
 from bountysite.bodiless import BodilessResponses  # noqa: E402
+from records.replicas import REPLICAS  # noqa: E402
 from records.routing import websocket_urlpatterns  # noqa: E402
 
 daphne_ws.install(send_buffer_bytes=settings.BOUNTY_WS_SEND_BUFFER_BYTES)
 daphne_http.install(http_stall_seconds=settings.BOUNTY_HTTP_STALL_SECONDS)
 statement_timeout.install()
+REPLICAS.start(checked_first=True)
 
 # Python's default collects its young generation every 700 new objects, promoting whatever is in
 # flight at that moment; with 1,000 websocket connections the old generation grows fast and each

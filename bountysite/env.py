@@ -167,11 +167,25 @@ def env_url(name: str, default: str | None = None, *, schemes: tuple[str, ...]) 
     value = _raw(name)
     if value is None:
         return default
+    _check_scheme(name, value, schemes)
+    return value
+
+
+def env_urls(name: str, *, schemes: tuple[str, ...]) -> list[str]:
+    """A comma-separated list of URLs whose schemes are each one of `schemes`; none when unset."""
+    urls = env_list(name, [])
+    for url in urls:
+        _check_scheme(name, url, schemes)
+    return urls
+
+
+def _check_scheme(name: str, value: str, schemes: tuple[str, ...]) -> None:
     scheme = value.split("://", 1)[0].lower() if "://" in value else ""
     if scheme not in schemes:
         expected = " or ".join(f"{s}://" for s in schemes)
-        raise ImproperlyConfigured(f"{name} must be a URL starting with {expected}, got {value!r}")
-    return value
+        # Only what comes before `://`: the rest may hold a password.
+        got = f"one starting with {scheme}://" if scheme else "no URL"
+        raise ImproperlyConfigured(f"{name} must be a URL starting with {expected}, got {got}")
 
 
 def env_endpoint(name: str, *, allow_plain_http: bool) -> str | None:

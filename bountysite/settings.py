@@ -8,6 +8,7 @@ lists every variable.
 
 from __future__ import annotations
 
+import math
 import os
 import tomllib
 from datetime import timedelta
@@ -33,6 +34,7 @@ from bountysite.env import (
     env_required,
     env_str,
     env_url,
+    env_urls,
 )
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -143,6 +145,7 @@ else:
     # per-thread connections pile up until PostgreSQL refuses more. A pool shares a bounded set.
     _database["CONN_MAX_AGE"] = 0
     _database["OPTIONS"] = {
+        **_database.get("OPTIONS", {}),  # the URL's own (?sslmode=require&application_name=web)
         "pool": {
             "min_size": env_int("DATABASE_POOL_MIN", 1, minimum=0),
             "max_size": env_int("DATABASE_POOL_MAX", 10, minimum=1),
@@ -150,6 +153,33 @@ else:
         }
     }
 DATABASES = {"default": _database}
+# Streaming replicas of DATABASE_URL's server (docs/operations.md, "Read replicas"): web processes
+# read records, pages, overviews, snapshots and the change log from them (records.replicas);
+# the admin's writes, its sessions and the indexer stay on the primary (bountysite.databases).
+DATABASE_REPLICA_URLS = env_urls("DATABASE_REPLICA_URLS", schemes=("postgres", "postgresql"))
+if DATABASE_REPLICA_URLS and _database["ENGINE"] == "django.db.backends.sqlite3":
+    raise ImproperlyConfigured("DATABASE_REPLICA_URLS names PostgreSQL replicas, but DATABASE_URL is SQLite: "
+                               "unset DATABASE_REPLICA_URLS, or point DATABASE_URL at their primary")
+# How far behind the primary's change log a replica may be before reads are moved off it, how
+# often each web process checks its replicas, and how long one check (or a connection) may take.
+BOUNTY_REPLICA_MAX_LAG_SECONDS = env_int("BOUNTY_REPLICA_MAX_LAG_SECONDS", 30, minimum=1)
+BOUNTY_REPLICA_CHECK_SECONDS = env_int("BOUNTY_REPLICA_CHECK_SECONDS", 5, minimum=1, maximum=300)
+BOUNTY_REPLICA_TIMEOUT_SECONDS = env_int("BOUNTY_REPLICA_TIMEOUT_MS", 2_000, minimum=100, maximum=60_000) / 1000
+# How long a read that needs a change its replica has not replayed yet (the live feed woken for
+# it, a client resuming from it, an ETag naming it) waits for the replica before it goes to the primary.
+BOUNTY_REPLICA_WAIT_SECONDS = env_int("BOUNTY_REPLICA_WAIT_MS", 1_000, minimum=0, maximum=60_000) / 1000
+for _number, _replica_url in enumerate(DATABASE_REPLICA_URLS, start=1):
+    _replica: dict[str, Any] = dict(dj_database_url.parse(_replica_url, conn_health_checks=True))
+    _replica["CONN_MAX_AGE"] = 0
+    _replica["OPTIONS"] = {
+        **_replica.get("OPTIONS", {}),
+        "connect_timeout": max(1, math.ceil(BOUNTY_REPLICA_TIMEOUT_SECONDS)),
+        # A replica that does not give a connection in time is set aside, not waited for.
+        "pool": {**_database["OPTIONS"]["pool"], "timeout": BOUNTY_REPLICA_TIMEOUT_SECONDS},
+    }
+    _replica["TEST"] = {"MIRROR": "default"}  # a test database has no replica of its own
+    DATABASES[f"replica{_number}"] = _replica
+DATABASE_ROUTERS = ["bountysite.databases.ReadRouter"]
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # ---------------------------------------------------------------- redis (optional)

@@ -20,6 +20,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 from django.db import transaction
@@ -203,7 +204,7 @@ class Committer:
             stream.insert(IndexedBlock, _BLOCK_COLUMNS, [(deployment.pk, number, header["hash"], prepared.times[number])
                                                          for number, header in batch.headers.items()])
         if entries:  # wake the websocket feeds of every server process once this commits
-            transaction.on_commit(notify_changes)
+            transaction.on_commit(partial(notify_changes, deployment.pk, locked.last_seq))
         if batch.guided and locked.guided_from_block is None:
             locked.guided_from_block = batch.start
         if locked.guided_from_block is None:  # else kept until the proof: a repair may roll back to them

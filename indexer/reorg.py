@@ -13,6 +13,7 @@ indexer (ReorgTooDeep): the mirror may then hold orphaned records.
 from __future__ import annotations
 
 import logging
+from functools import partial
 
 from django.db import transaction
 
@@ -102,7 +103,7 @@ class Reorganisations:
         entries = advance_change_log(deployment, state, message_changes(store, messages))
         insert_rows(ChangeLogEntry, CHANGE_COLUMNS, entries)
         if messages:  # wake the websocket feeds of every server process once this commits
-            transaction.on_commit(notify_changes)
+            transaction.on_commit(partial(notify_changes, deployment.pk, state.last_seq))
         state.last_indexed_block = ancestor if ancestor >= self.start_block else None
         if state.reread_block is not None and state.reread_block > ancestor:
             state.reread_block = state.last_indexed_block

@@ -52,8 +52,10 @@ class MessageType(models.TextChoices):
     RESYNC = "resync"
 
 
-def notify_changes() -> None:
-    """Wakes the websocket feeds of every server process; the indexer calls it after each commit.
+def notify_changes(deployment_id: int, seq: int) -> None:
+    """Wakes the websocket feeds of every server process; the indexer calls it after each commit,
+    with the newest change's seq (a feed reading a replica waits for the replica to hold it:
+    records.replicas).
 
     Only an optimisation: the feeds poll anyway. The in-memory layer of the embedded default
     reaches no other process, so nothing is sent there. Without Redis (bountysite/redis_reach.py)
@@ -62,7 +64,8 @@ def notify_changes() -> None:
     if layer is None or isinstance(layer, InMemoryChannelLayer) or not REDIS.worth_asking():
         return
     try:
-        async_to_sync(_send_within)(layer, settings.REDIS_TIMEOUT_SECONDS * NOTIFY_ROUND_TRIPS)
+        async_to_sync(_send_within)(layer, {"type": "changes.committed", "deployment": deployment_id, "seq": seq},
+                                    settings.REDIS_TIMEOUT_SECONDS * NOTIFY_ROUND_TRIPS)
     except FAILURES as error:  # the feeds see the change at their next poll
         REDIS.record(error)
     except Exception:  # never the reason a commit fails
@@ -72,6 +75,6 @@ def notify_changes() -> None:
         REDIS.answered()
 
 
-async def _send_within(layer: BaseChannelLayer, seconds: float) -> None:
+async def _send_within(layer: BaseChannelLayer, message: dict[str, object], seconds: float) -> None:
     async with asyncio.timeout(seconds):  # a hanging Redis must not hold the indexer's commits
-        await layer.group_send(CHANGES_GROUP, {"type": "changes.committed"})
+        await layer.group_send(CHANGES_GROUP, message)

@@ -18,6 +18,7 @@ from django.db import DatabaseError, connection
 from bountysite.cache import redis_answers
 from bountysite.redis_reach import REDIS
 from indexer.health import IndexerHealth, indexer_health
+from records.replicas import REPLICAS, ReplicaHealth
 from records.representation import checksum_address, rfc3339
 from records.selectors import active_deployment
 
@@ -40,6 +41,7 @@ class ServiceHealth(TypedDict):
     deployment: HealthDeployment
     indexer: dict[str, Any]  # an IndexerHealth with its times in RFC 3339 (as_json)
     redis: RedisHealth
+    replicas: list[ReplicaHealth] | None  # None without DATABASE_REPLICA_URLS
 
 
 class DatabaseUnreachable(TypedDict):
@@ -52,8 +54,9 @@ class DatabaseUnreachable(TypedDict):
 
 def service_health() -> ServiceHealth | DatabaseUnreachable:
     """The service's health now. `status` is degraded when an indexer is configured but not
-    running, not synced, not answered by its node or no longer asking it, or when Redis is
-    configured but does not answer; a database that does not answer is `DatabaseUnreachable`."""
+    running, not synced, not answered by its node or no longer asking it, when Redis is
+    configured but does not answer, or when a read replica is set aside (records.replicas); a
+    database that does not answer is `DatabaseUnreachable`."""
     version: str = settings.SERVICE_VERSION
     try:
         with connection.cursor() as cursor:
@@ -63,11 +66,13 @@ def service_health() -> ServiceHealth | DatabaseUnreachable:
         return DatabaseUnreachable(status="error", version=version,
                                    detail=f"database unreachable: {type(exc).__name__}")
     redis = redis_health()
-    degraded = redis["status"] == "unreachable" or (indexer["enabled"] and not (
+    replicas = REPLICAS.health() if REPLICAS.replicas else None
+    degraded = redis["status"] == "unreachable" or any(replica["status"] != "in_use" for replica in replicas or ()) or (
+        indexer["enabled"] and not (
         indexer["running"] and indexer["synced"] and indexer["node_unreachable_since"] is None
         and not indexer["node_ask_overdue"]))
     return ServiceHealth(status="degraded" if degraded else "ok", version=version, deployment=deployment_health(),
-                         indexer=as_json(indexer), redis=redis)
+                         indexer=as_json(indexer), redis=redis, replicas=replicas)
 
 
 def deployment_health() -> HealthDeployment:

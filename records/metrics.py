@@ -68,6 +68,15 @@ REDIS_UNREACHABLE.set_function(REDIS.unreachable_seconds)
 HEARTBEAT_AGE = Gauge("bounty_indexer_heartbeat_age_seconds",
                       "Seconds since the writing indexer's last heartbeat, as this web process reads it.",
                       ("chain_id", "contract"))
+REPLICA_LAG = Gauge("bounty_replica_lag_seconds",
+                    "How far a read replica was behind the primary at its last check (records.replicas).",
+                    ("replica",))
+REPLICA_IN_USE = Gauge("bounty_replica_in_use", "1 while reads go to the replica, 0 while it is set aside.",
+                       ("replica",))
+REPLICA_FALLBACKS = Counter("bounty_replica_fallbacks",
+                            "Reads sent to the primary instead of a replica: the replicas had not replayed what "
+                            "the read needed in time (behind), its replica failed under it (failed), or none "
+                            "was in use (none_in_use).", ("reason",))
 
 
 def _allowed(request: HttpRequest) -> bool:

@@ -16,10 +16,10 @@ from functools import reduce
 from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
 
 from django.conf import settings
-from django.db import connection
 from django.db.models import Count, F, IntegerField, OuterRef, Prefetch, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 
+from bountysite.databases import read_connection
 from indexer.models import ChangeLogEntry, SyncState
 from records.chronology import AnyOf, EpochMicroseconds
 from records.history import Position, genesis_digest
@@ -124,6 +124,7 @@ def data_version(deployments: DeploymentFilter | Deployment | None = None) -> st
     bulk backfill writes no entries until it has caught up, so meanwhile its last indexed block
     versions it too. Every request reads it first, so it is one short statement, spared the
     ORM's building."""
+    connection = read_connection()
     quote = connection.ops.quote_name
     sync, deployment = quote(SyncState._meta.db_table), quote(Deployment._meta.db_table)
     sql = (f"SELECT s.deployment_id, s.last_seq, s.last_digest, CASE WHEN s.bulk_from_block IS NULL THEN NULL "
@@ -146,6 +147,16 @@ def data_version(deployments: DeploymentFilter | Deployment | None = None) -> st
         cursor.execute(sql + " ORDER BY s.deployment_id", params)
         return ",".join(f"{pk}:{seq}.{digest or ''}" if bulk is None else f"{pk}:{seq}.{digest or ''}+{bulk}"
                         for pk, seq, digest, bulk in cursor.fetchall())
+
+
+def version_floor(version: str) -> dict[int, int]:
+    """The change-log seq of each deployment a data version names: what a reader of a replica needs
+    it to hold at least to answer as new as that version (records.replicas)."""
+    floor: dict[int, int] = {}
+    for part in version.split(",") if version else ():
+        deployment, _, rest = part.partition(":")
+        floor[int(deployment)] = int(rest.partition(".")[0])
+    return floor
 
 
 def deployment_ids(deployments: DeploymentFilter) -> list[int]:

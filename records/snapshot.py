@@ -6,9 +6,10 @@ import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from django.db import connection
-
+from bountysite.databases import read_connection
 from records.dialect import dialect
+
+_INSIDE = "bounty_read_snapshot"  # set on a connection (one thread's) while a snapshot is open on it
 
 
 @contextmanager
@@ -17,14 +18,16 @@ def read_snapshot(within: float | None = None, statements_within: float | None =
     read, without blocking the indexer (records.dialect, `repeatable_read_snapshot`): REPEATABLE
     READ, READ ONLY on PostgreSQL; on SQLite a deferred BEGIN, one WAL snapshot (Django's own
     transactions there are BEGIN IMMEDIATE, which takes the write lock). Inside a transaction
-    already (a test's, say), the reads share that one.
+    already (a test's, say, or another snapshot), the reads share that one.
 
     `within` (seconds), on PostgreSQL: the server ends the transaction, and its session, if it is
     still idle in it, or still in one statement, that long from now (SET LOCAL, in the statement
     that opens it), so a reader whose thread or process is stuck cannot hold back VACUUM past it;
     `statements_within`, if shorter, bounds each statement (a web request's statement timeout).
-    SQLite has no such timeout."""
-    if connection.in_atomic_block:
+    SQLite has no such timeout. The reads go to the database `reading_from` names
+    (bountysite.databases), the primary by default."""
+    connection = read_connection()
+    if connection.in_atomic_block or getattr(connection, _INSIDE, False):
         yield
         return
     connection.ensure_connection()
@@ -42,9 +45,11 @@ def read_snapshot(within: float | None = None, statements_within: float | None =
     else:
         with connection.cursor() as cursor:
             cursor.execute("BEGIN DEFERRED")
+    setattr(connection, _INSIDE, True)
     try:
         yield
     finally:
+        setattr(connection, _INSIDE, False)
         if snapshot.repeatable_read_snapshot:
             connection.rollback()
             connection.set_autocommit(True)

@@ -38,8 +38,9 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 from django.conf import settings
-from django.db import OperationalError, connection
+from django.db import OperationalError
 
+from bountysite.databases import read_connection
 from records.metrics import SPOOL_BYTES, SPOOLS_OPEN, SPOOLS_PRODUCED
 
 SPOOL_IDLE_SECONDS = 60.0  # a current spool nobody reads for this long is dropped
@@ -280,7 +281,7 @@ class Spools:
             if not self.producers.take(0):
                 # Waiting, the request gives its database connection back: on PostgreSQL the
                 # productions' turns would otherwise hold the pool's connections.
-                connection.close()
+                read_connection().close()
                 if not self.producers.take(max(0.0, end - time.monotonic())):
                     raise SpoolLate(f"this server is reading as many {self.kind}s from the database as it may; "
                                     f"none was free within {wait:g} s; try again shortly")

@@ -6,6 +6,7 @@ numbers its changes alike (records.history)."""
 from __future__ import annotations
 
 from collections.abc import Iterable
+from functools import partial
 
 from django.db import transaction
 
@@ -29,7 +30,7 @@ def append_changes(deployment: Deployment, changes: Iterable[Change]) -> Positio
         state = SyncState.objects.select_for_update().get(deployment=deployment)
         insert_rows(ChangeLogEntry, CHANGE_COLUMNS, advance_change_log(deployment, state, changes))
         state.save(update_fields=["last_seq", "last_digest"])
-        transaction.on_commit(notify_changes)
+        transaction.on_commit(partial(notify_changes, deployment.pk, state.last_seq))
     return Position(state.last_seq, state.last_digest or "")
 
 
@@ -47,5 +48,5 @@ def replace_history(deployment: Deployment, keep: int, changes: Iterable[Change]
         assert keep == 0 or state.last_digest, f"the change log holds no digest of seq {keep}"
         insert_rows(ChangeLogEntry, CHANGE_COLUMNS, advance_change_log(deployment, state, changes))
         state.save(update_fields=["last_seq", "last_digest"])
-        transaction.on_commit(notify_changes)
+        transaction.on_commit(partial(notify_changes, deployment.pk, state.last_seq))
     return Position(state.last_seq, state.last_digest or "")

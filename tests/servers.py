@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -238,8 +239,9 @@ class ThrowawayPostgres:
     With `standby_of` (a port that reaches a primary, through a proxy, say), it is a streaming
     standby of that server instead, made with `pg_basebackup -R`, which `promote` makes a primary."""
 
-    def __init__(self, standby_of: int | None = None) -> None:
+    def __init__(self, standby_of: int | None = None, **settings: str) -> None:
         self.standby_of = standby_of
+        self.settings = settings  # the server's own: recovery_min_apply_delay="2s", log_statement="all"
         # Not under pytest's tmp_path: the `postgres` user could not reach into root's folders.
         self.folder = Path(tempfile.mkdtemp(prefix="bounty-postgres-"))
         self.data = self.folder / "data"
@@ -301,7 +303,8 @@ class ThrowawayPostgres:
 
     def start(self) -> None:
         self._run("pg_ctl", "-D", str(self.data), "-l", str(self.data / "server.log"), "-w", "start",
-                  "-o", f"-p {self.port} -k {self.data} -c listen_addresses=127.0.0.1 -c fsync=off")
+                  "-o", f"-p {self.port} -k {self.data} -c listen_addresses=127.0.0.1 -c fsync=off"
+                  + "".join(f" -c {name}={shlex.quote(value)}" for name, value in self.settings.items()))
 
     def stop(self, mode: str = "fast") -> None:
         self._run("pg_ctl", "-D", str(self.data), "-m", mode, "-w", "stop")

@@ -7,15 +7,20 @@ more than a number of new entries per client and cache lifetime (records.limits.
 data has not changed is answered from the cache without touching the records; with a matching
 If-None-Match it is a 304 without even a body.
 
-ETags are weak and derived from the body's bytes (`W/"<sha256 prefix>"`), so equal bodies have
-equal tags in every worker process and after restarts. Unpaged arrays, sent from their spools
-(records.spools), are tagged by their answer and the data version they were read at instead
-(equal for equal data).
+ETags are weak and derived from the body's bytes (`W/"<sha256 prefix>@<floor>"`), so equal bodies
+have equal tags in every worker process and after restarts; the floor after `@` names the
+change-log seq of each deployment the body was read at (`1:57`, several joined by `+`). A request
+whose If-None-Match names a floor is read where the data is at least that new (records.replicas),
+so a client that moves to a process whose replica lags is never answered an older body; tags
+match on their body part alone. A body, its cache key and its tag come from one read snapshot.
+Unpaged arrays, sent from their spools (records.spools), are tagged by their answer and the data
+version they were read at instead (equal for equal data).
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Hashable, Iterator
 from typing import Any, cast
 
@@ -23,17 +28,25 @@ import orjson
 from django.conf import settings
 from django.core.cache import cache
 from django.core.handlers.asgi import ASGIRequest
-from django.db import connection as db_connection
 from django.http import HttpRequest, HttpResponse, HttpResponseBase, HttpResponseNotModified, StreamingHttpResponse
 from django.utils.http import parse_etags
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from bountysite.databases import read_alias, read_connection
 from records.api.errors import RETRY_AFTER_SECONDS, error_response
+from records.history import MAX_SEQ
 from records.limits import Claim, request_client, spend_cache_budget, unpaged_list_claims
+from records.models import Deployment
+from records.replicas import REPLICAS
+from records.selectors import DeploymentFilter, data_version, version_floor
+from records.snapshot import read_snapshot
 from records.spools import Produce, Producers, Spool, SpoolCutOff, Spools, SpoolUnavailable, open_reading
 
 CACHE_CONTROL = "public, no-cache"
+# A tag's floor: `<deployment>:<seq>` items joined by `+`. What a request's tags may name is bounded.
+_FLOOR_ITEM = re.compile(r"([0-9]{1,18}):([0-9]{1,19})")
+MAX_FLOOR_ITEMS = 16
 
 
 def cache_key(answer: Hashable, version: str) -> str:
@@ -43,17 +56,48 @@ def cache_key(answer: Hashable, version: str) -> str:
     return "api:" + hashlib.sha256(repr((answer, version)).encode()).hexdigest()
 
 
-def etag_of(content: bytes) -> str:
-    return f'W/"{hashlib.sha256(content).hexdigest()[:32]}"'
+def etag_of(content: bytes, version: str) -> str:
+    """The tag of a body read at `version`: its bytes' digest and the version's floor."""
+    return f'W/"{hashlib.sha256(content).hexdigest()[:32]}{_floor_part(version)}"'
+
+
+def _floor_part(version: str) -> str:
+    floor = version_floor(version)
+    return "@" + "+".join(f"{deployment}:{seq}" for deployment, seq in sorted(floor.items())) if floor else ""
+
+
+def _body_part(tag: str) -> str | None:
+    """The tag's body digest; None when its floor is not one the service writes."""
+    body, at, floor = tag.removeprefix("W/").strip('"').partition("@")
+    if at and not all(_FLOOR_ITEM.fullmatch(item) for item in floor.split("+")):
+        return None
+    return body
+
+
+def etag_floor(request: HttpRequest) -> dict[int, int]:
+    """The newest seq of each deployment that the request's If-None-Match tags name: what the
+    answer must be at least as new as (records.replicas). Tags of any other shape name none."""
+    header = request.headers.get("If-None-Match")
+    floor: dict[int, int] = {}
+    if not header:
+        return floor
+    for tag in parse_etags(header[:4096]):
+        for item in tag.removeprefix("W/").strip('"').partition("@")[2].split("+")[:MAX_FLOOR_ITEMS]:
+            if (match := _FLOOR_ITEM.fullmatch(item)) and int(match[2]) <= MAX_SEQ:
+                deployment, seq = int(match[1]), int(match[2])
+                floor[deployment] = max(seq, floor.get(deployment, 0))
+        if len(floor) >= MAX_FLOOR_ITEMS:
+            break
+    return floor
 
 
 def if_none_match(request: HttpRequest, etag: str) -> bool:
-    """Weak comparison against If-None-Match, which may list several tags or be `*`."""
+    """Weak comparison of the body parts against If-None-Match, which may list several tags or be `*`."""
     header = request.headers.get("If-None-Match")
     if not header:
         return False
-    opaque = etag.removeprefix("W/")
-    return any(tag == "*" or tag.removeprefix("W/") == opaque for tag in parse_etags(header))
+    body = _body_part(etag)
+    return any(tag == "*" or (body is not None and _body_part(tag) == body) for tag in parse_etags(header))
 
 
 def not_modified(etag: str) -> HttpResponse:
@@ -65,12 +109,17 @@ def not_modified(etag: str) -> HttpResponse:
     return response
 
 
-def cached_json(request: HttpRequest, key: str, build: Callable[[], Any]) -> HttpResponseBase:
-    """The JSON body of `build()`, from the cache when the key's data has not changed.
+def cached_json(request: HttpRequest, answer: Hashable, deployments: DeploymentFilter | Deployment,
+                build: Callable[[str], Any]) -> HttpResponseBase:
+    """The JSON body of `build(version)` for the answer over `deployments`, from the cache when
+    their data has not changed.
 
     The tag is cached apart from the body, so a matching If-None-Match costs one small cache
-    read and never fetches or renders the body."""
-    tag_key, body_key = f"etag:{key}", f"body:{key}"
+    read and never fetches or renders the body. A body is built in one read snapshot with the
+    data version it is cached and tagged under."""
+    version = data_version(deployments)
+    REPLICAS.learnt(read_alias(), version_floor(version))
+    tag_key, body_key = _entry_keys(answer, version)
     etag: str | None = cache.get(tag_key) if request.headers.get("If-None-Match") else None
     if etag is not None and if_none_match(request, etag):
         return not_modified(etag)
@@ -78,9 +127,12 @@ def cached_json(request: HttpRequest, key: str, build: Callable[[], Any]) -> Htt
     content: bytes | None = hits.get(body_key)
     etag = hits.get(tag_key)
     if content is None or etag is None:
-        content = orjson.dumps(build())
-        etag = etag_of(content)
+        with read_snapshot():
+            version = data_version(deployments)
+            content = orjson.dumps(build(version))
+        etag = etag_of(content, version)
         if spend_cache_budget(request, len(content)):
+            tag_key, body_key = _entry_keys(answer, version)
             cache.set_many({body_key: content, tag_key: etag}, settings.BOUNTY_API_CACHE_SECONDS)
     if if_none_match(request, etag):
         return not_modified(etag)
@@ -91,11 +143,19 @@ def cached_json(request: HttpRequest, key: str, build: Callable[[], Any]) -> Htt
     return response
 
 
-def respond(request: Request, key: str, build: Callable[[], Any]) -> HttpResponseBase:
+def _entry_keys(answer: Hashable, version: str) -> tuple[str, str]:
+    key = cache_key(answer, version)
+    return f"etag:{key}", f"body:{key}"
+
+
+def respond(request: Request, answer: Hashable, deployments: DeploymentFilter | Deployment,
+            build: Callable[[str], Any]) -> HttpResponseBase:
     """JSON clients from the conditional cache (`cached_json`), browsers through DRF's browsable API."""
     if request.accepted_renderer.format == "json":
-        return cached_json(request, key, build)
-    return Response(orjson.loads(orjson.dumps(build())))  # stored bodies parsed, to be shown indented
+        return cached_json(request, answer, deployments, build)
+    with read_snapshot():
+        body = build(data_version(deployments))
+    return Response(orjson.loads(orjson.dumps(body)))  # stored bodies parsed, to be shown indented
 
 
 class _ClosingStream(StreamingHttpResponse):
@@ -129,8 +189,9 @@ BODY_PIECE_BYTES = 8 * 1024
 
 
 def list_etag(answer: Hashable, version: str) -> str:
-    """An unpaged list's tag: its answer and the data version it was read at (equal for equal data)."""
-    return f'W/"{cache_key(answer, version).removeprefix("api:")[:32]}"'
+    """An unpaged list's tag: its answer and the data version it was read at (equal for equal
+    data), and that version's floor."""
+    return f'W/"{cache_key(answer, version).removeprefix("api:")[:32]}{_floor_part(version)}"'
 
 
 def client_streams_busy() -> HttpResponse:
@@ -214,7 +275,7 @@ def spooled_json_array(request: HttpRequest, answer: Hashable, version: str, pro
         claim.answered()
         # The request's database connection goes back to the pool now, not when the client has
         # taken the body (Django gives it back when the response ends).
-        db_connection.close()
+        read_connection().close()
     streamed = (StreamingHttpResponse(_deliver_sync(spool), content_type="application/json") if claim is None
                 else _ClosingStream(_deliver(spool, claim), content_type="application/json"))
     streamed["Content-Length"] = str(spool.size)

@@ -20,10 +20,10 @@ from django.core.cache import cache
 from rest_framework.pagination import BasePagination
 from rest_framework.request import Request
 
-from records.api.caching import cache_key, respond
+from records.api.caching import respond
 from records.api.filters import bounded_int, lenient_parameter
 from records.representation import with_counter
-from records.selectors import ListQuery, data_version, record_count, record_page
+from records.selectors import ListQuery, record_count, record_page
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 100
@@ -72,9 +72,9 @@ class RecordPagination(BasePagination):
 
     def get_paginated_response(self, data: Page) -> Any:
         """The page object `data` cuts, from the conditional cache (or DRF's browsable API)."""
-        version = data_version(self.query.deployments)
-        key = cache_key(("page", *self.query.identity(), data.offset, data.limit, data.cursor), version)
-        return respond(self.request, key, lambda: self.page_object(self.query, data, version))
+        answer = ("page", *self.query.identity(), data.offset, data.limit, data.cursor)
+        return respond(self.request, answer, self.query.deployments,
+                       lambda version: self.page_object(self.query, data, version))
 
     def page_object(self, query: ListQuery, page: Page, version: str) -> dict[str, Any]:
         """The page object: the stored bodies (with submission_count / dispute_count where the

@@ -217,12 +217,28 @@ class HealthRedisSerializer(serializers.Serializer[Any]):
         allow_null=True, help_text="how long this process has not reached Redis; null while it answers")
 
 
+class HealthReplicaSerializer(serializers.Serializer[Any]):
+    name = serializers.CharField(help_text="replica1, replica2, ... in the order of DATABASE_REPLICA_URLS")
+    host = serializers.CharField(help_text="host:port/database, without credentials")
+    status = serializers.ChoiceField(
+        choices=["in_use", "set_aside"],
+        help_text="set_aside: reads go to the other replicas or the primary until a check finds it well (status "
+                  "is degraded)")
+    reason = serializers.CharField(allow_null=True, help_text="why it is set aside; null while in use")
+    lag_seconds = serializers.FloatField(
+        allow_null=True, help_text="how far it was behind the primary at its last check; null before one")
+    checked_at = serializers.DateTimeField(allow_null=True, help_text="its last check that it answered")
+
+
 class HealthSerializer(serializers.Serializer[Any]):
     status = serializers.ChoiceField(choices=["ok", "degraded", "error"])
     version = serializers.CharField()
     deployment = HealthDeploymentSerializer()
     indexer = HealthIndexerSerializer()
     redis = HealthRedisSerializer(help_text="Redis (REDIS_URL) as the answering web process reaches it")
+    replicas = HealthReplicaSerializer(
+        many=True, allow_null=True,
+        help_text="the read replicas (DATABASE_REPLICA_URLS) as the answering web process checks them; null without")
 
 
 QUALIFIER_PARAMETERS = [

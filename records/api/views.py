@@ -16,7 +16,7 @@ from functools import partial
 from typing import Any, ClassVar
 
 import orjson
-from django.http import HttpResponseBase, JsonResponse
+from django.http import HttpRequest, HttpResponseBase, JsonResponse
 from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound
@@ -26,7 +26,8 @@ from rest_framework.views import APIView
 from rest_framework.viewsets import GenericViewSet
 
 from records.api import schema
-from records.api.caching import cache_key, respond, spooled_json_array
+from records.api.caching import etag_floor, respond, spooled_json_array
+from records.api.errors import DATABASE_UNREACHABLE
 from records.api.filters import (
     BountyFilterSet,
     DisputeFilterSet,
@@ -41,6 +42,7 @@ from records.api.pagination import RecordPagination
 from records.health import service_health
 from records.kinds import BOUNTY, DISPUTE, KINDS, SUBMISSION, Kind, RecordKind, kind_of, registry
 from records.models import Bounty, Deployment, Dispute, Submission
+from records.replicas import OnPrimary, gives_up, read_on_replica
 from records.representation import with_counter
 from records.selectors import (
     DeploymentFilter,
@@ -138,6 +140,16 @@ class RecordViewSet(GenericViewSet[Any]):
         super().__init_subclass__(**kwargs)
         registry(_VIEWSETS, "viewset")(cls.kind)(cls)
 
+    def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        """The request's reads on a replica (records.replicas) at least as new as the data its
+        If-None-Match tags were read at, or on the primary."""
+        return read_on_replica(partial(super().dispatch, request, *args, **kwargs), etag_floor(request))
+
+    def handle_exception(self, exc: Exception) -> Response:
+        if isinstance(exc, DATABASE_UNREACHABLE) and gives_up(exc):  # its replica failed: on the primary again
+            raise OnPrimary from exc
+        return super().handle_exception(exc)
+
     def get_queryset(self) -> Any:
         """Every record of the kind, in every deployment, by ID, newest first."""
         return ListQuery(kind=self.kind, deployments=DeploymentFilter())
@@ -180,7 +192,7 @@ class RecordViewSet(GenericViewSet[Any]):
         if deployment is None:
             raise self._missing(self.kwargs["record_id"])
         answer = (self.kind.name, self.action, deployment.pk, self.kwargs["record_id"])
-        return respond(request, cache_key(answer, data_version(deployment)), lambda: body(deployment))
+        return respond(request, answer, deployment, lambda _: body(deployment))
 
     def _missing(self, record_id: int) -> NotFound:
         return NotFound(f"{self.kind.name} {record_id} not found")

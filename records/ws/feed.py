@@ -23,16 +23,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import cast
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
 
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from django.conf import settings
 
+from bountysite.databases import PRIMARY, reading_from
 from bountysite.redis_reach import FAILURES, REDIS, RETRY_SECONDS
 from records.changes import CHANGES_GROUP, MessageType
 from records.history import MAX_SEQ, Position
 from records.metrics import WS_MESSAGES, WS_SLOWEST_QUEUE
+from records.replicas import REPLICAS
 from records.selectors import (
     Change,
     active_deployment_id,
@@ -48,6 +51,16 @@ from records.ws.outbox import Outbox, Send
 logger = logging.getLogger(__name__)
 
 READ_CHUNK = 1_000  # change-log rows per query
+T = TypeVar("T")
+
+
+async def on(alias: str, read: Callable[..., T], *args: Any) -> T:
+    """`read(*args)` on a database thread, reading from `alias` (records.replicas)."""
+    def reading() -> T:
+        with reading_from(alias):
+            return read(*args)
+    result: T = await database_sync_to_async(reading)()
+    return result
 
 
 class Resync(Exception):
@@ -120,13 +133,20 @@ def _messages(rows: list[Change]) -> Changes:
 def resume_point(since: str) -> int | None:
     """The first seq to send a client whose last position is `since`, when this history holds
     that position (records.history) and every change after it; None when it needs a snapshot
-    instead (a position of another history, pruned, or no position the service hands out)."""
+    instead (a position of another history, pruned, or no position the service hands out).
+    It is asked of a replica that holds the position (waiting for one to replay it, within
+    BOUNTY_REPLICA_WAIT_MS), or of the primary."""
     position = Position.parse(since)
-    deployment_id = active_deployment_id()
+    with reading_from(REPLICAS.any()):
+        deployment_id = active_deployment_id()
     if position is None or deployment_id is None:
         return None
-    # Through the seq after it: the genesis is vouched for by the first change while it is held.
-    return position.seq + 1 if changes_after(deployment_id, position, position.seq + 1, 0) is not None else None
+    source = REPLICAS.at_least({deployment_id: position.seq}, settings.BOUNTY_REPLICA_WAIT_SECONDS)
+    assert source is not None
+    with reading_from(source):
+        # Through the seq after it: the genesis is vouched for by the first change while it is held.
+        vouched = changes_after(deployment_id, position, position.seq + 1, 0) is not None
+    return position.seq + 1 if vouched else None
 
 
 class LiveFeed:
@@ -135,6 +155,7 @@ class LiveFeed:
     def __init__(self) -> None:
         self.deployment_id: int | None = None
         self.cursor: Position | None = None  # the position of the newest change fanned out
+        self.announced = 0  # the newest seq the indexer announced (records.changes.notify_changes)
         self.subscribers: set[Outbox] = set()
         self.lock = asyncio.Lock()
         self._wake = asyncio.Event()
@@ -158,8 +179,8 @@ class LiveFeed:
                     self.subscribers.add(outbox)
                     return
                 if self.cursor.seq - outbox.next_seq < min(READ_CHUNK, outbox.bound):
-                    rows = await database_sync_to_async(read_changes)(self.deployment_id, outbox.next_seq,
-                                                                      self.cursor.seq)
+                    rows = await on(await self._holding(self.cursor.seq), read_changes, self.deployment_id,
+                                    outbox.next_seq, self.cursor.seq)
                     if not rows:  # seqs up to the cursor were there when the feed read them
                         raise ChangesGone(outbox.next_seq)
                     outbox.put(rows[0][0], rows.batch())
@@ -169,7 +190,7 @@ class LiveFeed:
                         self.subscribers.add(outbox)
                     return
                 deployment_id, last = self.deployment_id, self.cursor.seq
-            rows = await database_sync_to_async(read_changes)(deployment_id, outbox.next_seq, last)
+            rows = await on(await self._holding(last), read_changes, deployment_id, outbox.next_seq, last)
             if not rows:  # seqs up to `last` were there when the feed read them
                 raise ChangesGone(outbox.next_seq)
             await send(rows.batch())
@@ -181,14 +202,23 @@ class LiveFeed:
     def unsubscribe(self, outbox: Outbox) -> None:
         self.subscribers.discard(outbox)
 
+    async def _holding(self, seq: int) -> str:
+        """A database that holds the change `seq` (records.replicas): a replica that does, or
+        does within BOUNTY_REPLICA_WAIT_MS, or the primary."""
+        assert self.deployment_id is not None
+        source = await database_sync_to_async(REPLICAS.at_least)({self.deployment_id: seq},
+                                                                 settings.BOUNTY_REPLICA_WAIT_SECONDS)
+        return source or PRIMARY
+
     async def _resolve(self) -> None:
         # Both read before either is set: a client's stream cancelled between the reads (its
         # client gone) must not leave a deployment without a cursor, which no read would ever move.
-        deployment_id = await database_sync_to_async(active_deployment_id)()
+        source = REPLICAS.any()
+        deployment_id = await on(source, active_deployment_id)
         if deployment_id is not None:
             # Subscribers waiting for a new deployment need it from its first seq.
             at = genesis_position if self.subscribers else head_position
-            self.cursor = await database_sync_to_async(at)(deployment_id)
+            self.cursor = await on(source, at, deployment_id)
         self.deployment_id = deployment_id
 
     async def _run(self) -> None:
@@ -214,21 +244,37 @@ class LiveFeed:
                 for outbox in self.subscribers:
                     outbox.fail(gone)
                 self.subscribers.clear()
-                self.cursor = await database_sync_to_async(head_position)(self.deployment_id or 0)
+                self.cursor = await on(PRIMARY, head_position, self.deployment_id or 0)
+                self.announced = 0  # announced in the history before
 
     async def _read_on(self) -> None:
         """Fans out the changes after the cursor, which the change log must still vouch for: a
         database restored, promoted or replaced under the process holds another history, whose
-        changes are never sent on from a position of the one before (HistoryChanged)."""
-        async with self.lock:
-            if self.deployment_id is None:
+        changes are never sent on from a position of the one before (HistoryChanged).
+
+        They are read from a replica that holds the newest change announced (waiting for one to
+        replay it, within BOUNTY_REPLICA_WAIT_MS), or else from the primary; on a poll with none
+        announced, from a replica that holds the cursor, if one does (records.replicas)."""
+        if self.deployment_id is None:
+            async with self.lock:
                 await self._resolve()
-            if self.deployment_id is None or self.cursor is None:
-                return
+        if self.deployment_id is None or self.cursor is None:
+            return
+        deployment_id, cursor = self.deployment_id, self.cursor.seq
+        if self.announced > cursor:  # the wait for a replica, without the lock
+            source: str | None = await self._holding(self.announced)
+        else:
+            source = await database_sync_to_async(REPLICAS.at_least)({deployment_id: cursor}, 0, or_primary=False)
+        if source is None:  # no replica holds the cursor yet: nothing newer there
+            return
+        async with self.lock:
+            if self.deployment_id != deployment_id or self.cursor is None or self.cursor.seq < cursor:
+                return  # moved meanwhile (another history): the next wake-up reads on
             if not self.subscribers:
-                self.cursor = await database_sync_to_async(head_position)(self.deployment_id)
+                head = await on(source, head_position, self.deployment_id)
+                self.cursor = head if head.seq >= self.cursor.seq else self.cursor
                 return
-            while rows := await database_sync_to_async(read_after)(self.deployment_id, self.cursor):
+            while rows := await on(source, read_after, self.deployment_id, self.cursor):
                 slice_size = max(1, min(READ_CHUNK, settings.BOUNTY_WS_MAX_BACKLOG // 2))
                 for start in range(0, len(rows), slice_size):
                     part = Changes(rows[start : start + slice_size])
@@ -237,13 +283,24 @@ class LiveFeed:
                         outbox.put(part[0][0], batch)
                     await asyncio.sleep(0)  # let the clients' senders drain before the next slice
                 self.cursor = rows.last or self.cursor
+                REPLICAS.learnt(source, {self.deployment_id: self.cursor.seq})
                 if rows.resync:  # every client gets a new snapshot, and joins the feed again after it
                     for outbox in self.subscribers:
                         outbox.fail(Resync())
                     self.subscribers.clear()
                     return
                 if len(rows) < READ_CHUNK:
-                    return
+                    break
+            if source == PRIMARY:  # what the primary does not hold was announced in another history
+                self.announced = min(self.announced, self.cursor.seq)
+
+    def _announce(self, message: dict[str, Any]) -> None:
+        """Wakes the feed for the change the indexer announced: its replica must hold that seq."""
+        seq = message.get("seq")
+        if (isinstance(seq, int) and not isinstance(seq, bool) and 0 <= seq <= MAX_SEQ
+                and message.get("deployment") == self.deployment_id):
+            self.announced = max(self.announced, seq)
+        self._wake.set()
 
     async def _listen(self) -> None:
         """Wakes the feed on each indexer commit announced on the channel layer."""
@@ -258,8 +315,8 @@ class LiveFeed:
                 for _ in range(60):
                     try:
                         async with asyncio.timeout(60):
-                            await layer.receive(channel)
-                        self._wake.set()
+                            message = await layer.receive(channel)
+                        self._announce(message)
                     except TimeoutError:
                         pass
             except FAILURES as error:  # Redis is away: the poll alone carries the feed meanwhile

@@ -16,6 +16,7 @@ A client address is sent at most BOUNTY_WS_SNAPSHOT_READERS_PER_CLIENT snapshots
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -24,13 +25,15 @@ from typing import cast
 import orjson
 from channels.db import database_sync_to_async
 from django.conf import settings
-from django.db import connection
+from django.db import DatabaseError
 
+from bountysite.databases import PRIMARY, read_connection, reading_from
 from records.history import NO_HISTORY, Position
 from records.kinds import KINDS
 from records.limits import SnapshotSlot
 from records.metrics import WS_MESSAGES, WS_SNAPSHOTS_SENDING
 from records.models import Deployment
+from records.replicas import REPLICAS
 from records.selectors import (
     DeploymentFilter,
     ListQuery,
@@ -122,7 +125,7 @@ def _spool_snapshot(spool: SpoolWriter) -> tuple[str, Position]:
                         add(encode(SnapshotMessage(type=type_, payload=orjson.Fragment(body), snapshot=True,
                                                    seq=position.seq)))
     finally:
-        connection.close()  # the thread's connection goes back at once, not when the thread next reads
+        read_connection().close()  # the thread's connection goes back at once, not when the thread next reads
     add(encode(SnapshotComplete(type="snapshot.complete", payload=counts, seq=position.seq, position=str(position))),
         force=True)
     return version, position
@@ -136,13 +139,26 @@ _ANSWER = "snapshot"
 
 async def _snapshot_spool() -> Spool:
     """The spool of the current snapshot: one already made, one being made (waited for, on the
-    event loop), or one made now on a snapshot thread. Refusal (1013) if none is ready within
+    event loop), or one made now on a snapshot thread, read from a replica (records.replicas),
+    or from the primary if it fails. Refusal (1013) if none is ready within
     BOUNTY_WS_SNAPSHOT_WAIT_SECONDS (a production goes on for the next client) or the process's
     spools have no room."""
     wait: int = settings.BOUNTY_WS_SNAPSHOT_WAIT_SECONDS
     end = time.monotonic() + wait
+    source = REPLICAS.any()
     try:
-        async with asyncio.timeout(wait):
+        with reading_from(source):
+            return await _snapshot_spool_until(end, wait)
+    except DatabaseError as error:
+        if not REPLICAS.failed(source, error):
+            raise
+    with reading_from(PRIMARY):
+        return await _snapshot_spool_until(end, wait)
+
+
+async def _snapshot_spool_until(end: float, wait: int) -> Spool:
+    try:
+        async with asyncio.timeout(max(0.0, end - time.monotonic())):
             version = await database_sync_to_async(_current_version)()
             if (spool := _SNAPSHOTS.ready(_ANSWER, version)) is not None:
                 return spool
@@ -205,7 +221,7 @@ class _ReaderThreads:
 
     def run(self, call: Callable[..., Spool], *args: object) -> asyncio.Future[Spool]:
         thread = self._idle.pop() if self._idle else ThreadPoolExecutor(max_workers=1, thread_name_prefix="ws-snapshot")
-        done = thread.submit(call, *args)
+        done = thread.submit(contextvars.copy_context().run, call, *args)  # reading where the caller reads
         done.add_done_callback(lambda _: self._idle_again(thread))
         return asyncio.wrap_future(done)
 

@@ -389,6 +389,8 @@ export interface components {
             indexer: components["schemas"]["HealthIndexer"];
             /** @description Redis (REDIS_URL) as the answering web process reaches it */
             redis: components["schemas"]["HealthRedis"];
+            /** @description the read replicas (DATABASE_REPLICA_URLS) as the answering web process checks them; null without */
+            replicas: components["schemas"]["HealthReplica"][] | null;
         };
         HealthBackfill: {
             from_block: number;
@@ -517,6 +519,32 @@ export interface components {
             unreachable_since: string | null;
             /** @description how long this process has not reached Redis; null while it answers */
             unreachable_seconds: number | null;
+        };
+        HealthReplica: {
+            /** @description replica1, replica2, ... in the order of DATABASE_REPLICA_URLS */
+            name: string;
+            /** @description host:port/database, without credentials */
+            host: string;
+            /**
+             * @description set_aside: reads go to the other replicas or the primary until a check finds it well (status is degraded)
+             *
+             *     * `in_use` - in_use
+             *     * `set_aside` - set_aside
+             * @enum {string}
+             */
+            status: "in_use" | "set_aside";
+            /** @description why it is set aside; null while in use */
+            reason: string | null;
+            /**
+             * Format: double
+             * @description how far it was behind the primary at its last check; null before one
+             */
+            lag_seconds: number | null;
+            /**
+             * Format: date-time
+             * @description its last check that it answered
+             */
+            checked_at: string | null;
         };
         Submission: {
             /** @description deployment chain ID */
