@@ -29,6 +29,7 @@ from typing import Any, TypeVar, cast
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from django.conf import settings
+from django.db import DatabaseError
 
 from bountysite.databases import PRIMARY, reading_from
 from bountysite.redis_reach import FAILURES, REDIS, RETRY_SECONDS
@@ -55,10 +56,15 @@ T = TypeVar("T")
 
 
 async def on(alias: str, read: Callable[..., T], *args: Any) -> T:
-    """`read(*args)` on a database thread, reading from `alias` (records.replicas)."""
+    """`read(*args)` on a database thread, reading from `alias` (records.replicas); a replica
+    that fails under it is set aside, and the caller's next try reads elsewhere."""
     def reading() -> T:
         with reading_from(alias):
-            return read(*args)
+            try:
+                return read(*args)
+            except DatabaseError as error:
+                REPLICAS.failed(alias, error)
+                raise
     result: T = await database_sync_to_async(reading)()
     return result
 
