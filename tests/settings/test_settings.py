@@ -106,6 +106,13 @@ def test_debug_is_off_and_a_secret_key_is_required_by_default(tmp_path: Path) ->
          "BOUNTY_EXPLORER_RPC_URL must be an https:// URL: http://explorer.example.org/... is plain http"),
         ({"BOUNTY_RPC_MAX_RESPONSE_BYTES": "1000"}, "BOUNTY_RPC_MAX_RESPONSE_BYTES must be at least 65536, got 1000"),
         ({"BOUNTY_RPC_MAX_RETRY_AFTER_SECONDS": "0"}, "BOUNTY_RPC_MAX_RETRY_AFTER_SECONDS must be at least 1, got 0"),
+        ({"DATABASE_REPLICA_URLS": "postgres://bounty:secret@replica.invalid/bounty"},
+         "DATABASE_REPLICA_URLS names PostgreSQL replicas, but DATABASE_URL is SQLite"),
+        ({"DATABASE_URL": "postgres://bounty@db.invalid/bounty",
+          "DATABASE_REPLICA_URLS": "postgres://bounty@replica.invalid/bounty, mysql://bounty:secret@r2.invalid/b"},
+         "DATABASE_REPLICA_URLS must be a URL starting with postgres:// or postgresql://, got one starting with mysql://"),
+        ({"DATABASE_URL": "postgres://bounty@db.invalid/bounty", "BOUNTY_REPLICA_WAIT_MS": "-1"},
+         "BOUNTY_REPLICA_WAIT_MS must be at least 0, got -1"),
     ],
 )
 def test_a_bad_value_stops_the_process_naming_the_variable(tmp_path: Path, env: dict[str, str], message: str) -> None:
@@ -145,3 +152,12 @@ def test_a_new_sqlite_database_has_8_kib_pages_and_a_write_ahead_log(tmp_path: P
     with sqlite3.connect(tmp_path / "db.sqlite3") as database:
         assert database.execute("PRAGMA page_size").fetchone() == (8192,)
         assert database.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+
+
+@pytest.mark.parametrize("name", ["DATABASE_URL", "DATABASE_REPLICA_URLS"])
+def test_a_database_url_of_the_wrong_kind_is_refused_without_printing_its_password(tmp_path: Path, name: str) -> None:
+    env = {"DATABASE_URL": "postgres://bounty@db.invalid/bounty", name: "mysql://bounty:hunter2@db.invalid/bounty"}
+    result = manage("check", tmp_path=tmp_path, **{**PRODUCTION, **env})
+    assert result.returncode != 0
+    assert f"{name} must be a URL starting with" in result.stderr
+    assert "hunter2" not in result.stderr

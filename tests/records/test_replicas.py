@@ -1,0 +1,108 @@
+"""How a web process judges its replicas (records.replicas): what sets one aside, what brings it
+back, which failures of a read send it to the primary; and what a request's tags may ask for.
+tests/deployment/test_read_replicas.py runs them against real standbys."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+from django.db import OperationalError
+from django.test import RequestFactory
+
+from records.api.caching import MAX_FLOOR_ITEMS, etag_floor
+from records.replicas import Checked, PrimaryState, Replica, ReplicaSet
+
+PRIMARY = PrimaryState(lsn=1_000, heads={1: (40, "d40")})
+
+
+def replica_set() -> tuple[ReplicaSet, Replica]:
+    replicas = ReplicaSet([])
+    replica = Replica("replica1", "replica.invalid:5432/bounty")
+    replicas.replicas.append(replica)
+    return replicas, replica
+
+
+def checked(*, recovering: bool = True, replay_lsn: int = 1_000, since_replay: float = 0.5,
+            head: tuple[int, str] = (40, "d40")) -> Checked:
+    return Checked(recovering=recovering, replay_lsn=replay_lsn, since_replay=since_replay, heads={1: head})
+
+
+def test_a_replica_that_has_replayed_what_the_primary_wrote_is_used_with_no_lag() -> None:
+    replicas, replica = replica_set()
+    replicas._judge(replica, checked(since_replay=120), PRIMARY)  # idle for two minutes, but current
+    assert (replica.in_use, replica.lag_seconds, replica.seqs) == (True, 0.0, {1: 40})
+
+
+def test_a_replica_behind_in_wal_but_holding_every_change_has_no_lag() -> None:
+    replicas, replica = replica_set()
+    replicas._judge(replica, checked(replay_lsn=900, since_replay=600), PRIMARY)
+    assert replica.in_use and replica.lag_seconds == 0.0
+
+
+def test_a_replica_further_behind_than_the_bound_is_set_aside_and_taken_back_once_it_catches_up(
+        settings: pytest.FixtureRequest) -> None:
+    settings.BOUNTY_REPLICA_MAX_LAG_SECONDS = 30  # type: ignore[attr-defined]
+    replicas, replica = replica_set()
+    # (its newest change has no digest, as one written before digests: no history to compare)
+    replicas._judge(replica, checked(replay_lsn=900, since_replay=45, head=(40, "")),
+                    PrimaryState(lsn=1_000, heads={1: (41, "d41")}))
+    assert not replica.in_use and replica.lag_seconds == 45
+    assert replica.reason is not None and "BOUNTY_REPLICA_MAX_LAG_SECONDS (30)" in replica.reason
+    replicas._judge(replica, checked(replay_lsn=1_000, head=(41, "d41")), PrimaryState(1_000, {1: (41, "d41")}))
+    assert replica.in_use and replica.reason is None
+
+
+def test_a_replica_that_is_no_standby_is_set_aside() -> None:
+    replicas, replica = replica_set()
+    replicas._judge(replica, checked(recovering=False), PRIMARY)
+    assert not replica.in_use and replica.reason is not None and "promoted" in replica.reason
+
+
+def test_a_replica_holding_another_history_is_set_aside() -> None:
+    replicas, replica = replica_set()
+    replicas._judge(replica, checked(head=(40, "another")), PRIMARY)
+    assert not replica.in_use and replica.reason is not None and "another history" in replica.reason
+
+
+def test_a_replica_keeps_its_place_while_the_primary_does_not_answer() -> None:
+    replicas, replica = replica_set()
+    replicas._judge(replica, checked(), PRIMARY)
+    replicas._judge(replica, checked(), None)
+    assert replica.in_use
+
+
+def database_error(sqlstate: str | None) -> OperationalError:
+    error = OperationalError("failed")
+    error.__cause__ = psycopg.OperationalError("failed") if sqlstate is None else psycopg.errors.lookup(sqlstate)("x")
+    return error
+
+
+@pytest.mark.parametrize(("sqlstate", "again_on_the_primary", "set_aside"), [
+    (None, True, True),         # the connection failed: it does not answer
+    ("40001", True, False),     # a recovery conflict: replay cancelled the query
+    ("57014", False, False),    # the statement timeout: the primary would take as long
+])
+def test_a_read_failing_on_a_replica_is_read_again_on_the_primary_only_when_the_replica_is_at_fault(
+        sqlstate: str | None, again_on_the_primary: bool, set_aside: bool) -> None:
+    replicas, replica = replica_set()
+    replicas._judge(replica, checked(), PRIMARY)
+    assert replicas.failed("replica1", database_error(sqlstate)) is again_on_the_primary
+    assert replica.in_use is not set_aside
+
+
+def test_the_primary_failing_is_never_read_again() -> None:
+    replicas, _ = replica_set()
+    assert replicas.failed("default", database_error(None)) is False
+
+
+@pytest.mark.parametrize(("header", "floor"), [
+    ('W/"abc@1:57"', {1: 57}),
+    ('W/"abc@1:57+2:90", "def@1:60"', {1: 60, 2: 90}),
+    ('W/"abc"', {}),
+    ("*", {}),
+    ('W/"abc@1:99999999999999999999"', {}),  # past the largest seq
+    ('W/"abc@x:1+1:-2+:3"', {}),
+    ('W/"abc@' + "+".join(f"{n}:1" for n in range(100)) + '"', dict.fromkeys(range(MAX_FLOOR_ITEMS), 1)),
+])
+def test_a_request_asks_for_at_most_what_its_tags_name_well_formed(header: str, floor: dict[int, int]) -> None:
+    assert etag_floor(RequestFactory().get("/bounties/1", headers={"If-None-Match": header})) == floor
