@@ -222,7 +222,7 @@ class ReplicaSet:
             except TimeoutError:
                 self._set_aside(replica, f"did not answer its check within {timeout:g} s (BOUNTY_REPLICA_TIMEOUT_MS)")
                 continue
-            except DatabaseError as error:
+            except Exception as error:  # DatabaseError, or the pool's own: it did not give a connection
                 replica.check = None
                 self._set_aside(replica, f"did not answer its check: {type(error.__cause__ or error).__name__}")
                 continue
@@ -231,7 +231,9 @@ class ReplicaSet:
 
     def _judge(self, replica: Replica, checked: Checked, primary: PrimaryState | None) -> None:
         replica.checked_at = datetime.now(UTC)
-        replica.learnt({deployment: seq for deployment, (seq, _) in checked.heads.items()})
+        # What it holds now, in place of what reads learnt: a replica made again from another
+        # primary may hold less than before.
+        replica.seqs = {deployment: seq for deployment, (seq, _) in checked.heads.items()}
         if not checked.recovering:
             return self._set_aside(replica, "is not a standby (pg_is_in_recovery() is false: promoted?); take it "
                                             "out of DATABASE_REPLICA_URLS or make it a standby of the primary")
