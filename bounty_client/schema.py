@@ -193,11 +193,24 @@ class HealthRedis(TypedDict):
     unreachable_seconds: int | None
 
 
+class HealthReplica(TypedDict):
+    """`/health`'s `replicas`: a database replica as the answering web process checks it."""
+
+    name: str
+    host: str
+    status: Literal["in_use", "set_aside"]
+    reason: str | None
+    lag_seconds: float | None
+    checked_at: str | None
+
+
 class Health(TypedDict):
-    """`/health`: the service's status and version, its active deployment, its indexer, Redis."""
+    """`/health`: the service's status and version, its active deployment, its indexer, Redis,
+    the database replicas (null without)."""
 
     status: Literal["ok", "degraded", "error"]
     version: str
     deployment: HealthDeployment
     indexer: HealthIndexer
     redis: HealthRedis
+    replicas: list[HealthReplica] | None

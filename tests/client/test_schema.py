@@ -45,6 +45,7 @@ TYPED_DICT_OF = {
     "HealthBackfill": schema.HealthBackfill,
     "HealthIndexerProcess": schema.HealthIndexerProcess,
     "HealthRedis": schema.HealthRedis,
+    "HealthReplica": schema.HealthReplica,
 }
 # Components the client has no TypedDict for: a list's two shapes (an array of records or a page)
 # and the error body, which RequestFailedError.detail carries.
