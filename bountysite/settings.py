@@ -174,6 +174,10 @@ for _number, _replica_url in enumerate(DATABASE_REPLICA_URLS, start=1):
     _replica["OPTIONS"] = {
         **_replica.get("OPTIONS", {}),
         "connect_timeout": max(1, math.ceil(BOUNTY_REPLICA_TIMEOUT_SECONDS)),
+        # A replica whose network goes silent under a query is found out within seconds (TCP
+        # keepalives, and data left unacknowledged), not when the kernel gives up after minutes.
+        "keepalives": 1, "keepalives_idle": 5, "keepalives_interval": 2, "keepalives_count": 3,
+        "tcp_user_timeout": 15_000,
         # A replica that does not give a connection in time is set aside, not waited for.
         "pool": {**_database["OPTIONS"]["pool"], "timeout": BOUNTY_REPLICA_TIMEOUT_SECONDS},
     }
@@ -190,6 +194,7 @@ REDIS_TIMEOUT_SECONDS = env_int("REDIS_TIMEOUT_MS", 250, minimum=10, maximum=10_
 # The connections a process's one pool holds at most (bountysite/cache.py), whatever its clients;
 # a call waits at most REDIS_TIMEOUT_MS for a free one.
 REDIS_MAX_CONNECTIONS = env_int("REDIS_MAX_CONNECTIONS", 20, minimum=1, maximum=1_000)
+CHANNEL_LAYER_SOCKET_TIMEOUT_SECONDS = 10
 if REDIS_URL:
     CACHES = {"default": {"BACKEND": "bountysite.cache.RedisCache", "LOCATION": REDIS_URL,
                           "OPTIONS": {"socket_connect_timeout": REDIS_TIMEOUT_SECONDS,
@@ -198,10 +203,13 @@ if REDIS_URL:
                                       "pool_class": "redis.BlockingConnectionPool",
                                       "max_connections": REDIS_MAX_CONNECTIONS,
                                       "timeout": REDIS_TIMEOUT_SECONDS}}}
-    # No socket timeout for the channel layer: its receive blocks in BRPOP for seconds on purpose.
-    # The indexer's notification has a deadline of its own (records/changes.py).
+    # The channel layer's receive blocks in BZPOPMIN for 5 s on purpose (channels_redis's
+    # brpop_timeout): its socket timeout must be longer, or an idle feed's wait reads as Redis
+    # gone (redis-py 8's default socket timeout is those same 5 s). A Redis that hangs is still
+    # noticed, after this long. The indexer's notification has a deadline of its own (records/changes.py).
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {
-        "hosts": [{"address": REDIS_URL, "socket_connect_timeout": REDIS_TIMEOUT_SECONDS}]}}}
+        "hosts": [{"address": REDIS_URL, "socket_connect_timeout": REDIS_TIMEOUT_SECONDS,
+                   "socket_timeout": CHANNEL_LAYER_SOCKET_TIMEOUT_SECONDS}]}}}
 else:
     # Stores values as the Redis cache does (bountysite.cache.PlainValues), so what fails there fails here.
     CACHES = {"default": {"BACKEND": "bountysite.cache.LocalCache"}}

@@ -21,6 +21,7 @@ sets it aside at once and is read again on the primary. /health and the metrics 
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import logging
 import threading
@@ -29,10 +30,12 @@ from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Literal, TypedDict, TypeVar
+from typing import Literal, NamedTuple, TypedDict, TypeVar
 
+from channels.db import database_sync_to_async
 from django.conf import settings
 from django.db import DatabaseError, connections
+from psycopg_pool import PoolTimeout
 
 from bountysite.databases import PRIMARY, read_alias, reading_from, replica_aliases
 from indexer.models import ChangeLogEntry, SyncState
@@ -45,6 +48,10 @@ Floor = Mapping[int, int]  # the change-log seq a read needs at least, by deploy
 
 PROBE_SECONDS = 0.05  # how often a read waiting for its replica asks it again
 RECOVERY_CONFLICT = "40001"  # a standby cancelled a query that replay had to overtake (SQLSTATE)
+# SQLSTATE classes of a server that does not answer: a connection exception (08), or one shutting
+# down, crashed or starting (57P01-57P03: "operator intervention", but not 57014, a statement
+# cancelled by its timeout).
+NOT_ANSWERING = ("08", "57P")
 
 
 class OnPrimary(Exception):
@@ -72,6 +79,7 @@ class Replica:
     checked_at: datetime | None = None
     seqs: dict[int, int] = field(default_factory=dict)  # the change-log seqs it is known to hold
     check: Future[Checked] | None = None
+    check_against: PrimaryState | None = None  # the primary as it was when `check` started
 
     def holds(self, floor: Floor) -> bool:
         return all(self.seqs.get(deployment, -1) >= seq for deployment, seq in floor.items())
@@ -82,6 +90,14 @@ class Replica:
                 self.seqs[deployment] = seq
 
 
+class Head(NamedTuple):
+    """A deployment's newest change (its seq and digest) and last indexed block, as one database holds them."""
+
+    seq: int
+    digest: str
+    block: int
+
+
 @dataclass(frozen=True)
 class Checked:
     """What a check read of a replica."""
@@ -89,13 +105,15 @@ class Checked:
     recovering: bool
     replay_lsn: int | None
     since_replay: float | None  # seconds since the last transaction it replayed was committed
-    heads: dict[int, tuple[int, str]]  # (seq, digest) of each deployment's newest change
+    heads: dict[int, Head]
+    # Where it is ahead of the primary: its digest of the primary's newest change (None: not held).
+    digests_at_primary_heads: dict[int, str | None] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class PrimaryState:
     lsn: int
-    heads: dict[int, tuple[int, str]]
+    heads: dict[int, Head]
 
 
 class ReplicaSet:
@@ -105,6 +123,10 @@ class ReplicaSet:
         self.replicas = [Replica(alias, _host(alias)) for alias in aliases]
         self._turn = itertools.count()
         self._lock = threading.Lock()
+        self.streamed: dict[int, int] = {}  # what the process's live feed has sent, by deployment
+        # The primary's newest changes, as its last check or a read since found them, and when.
+        self._primary_heads: dict[int, Head] | None = None
+        self._primary_asked_at: float | None = None
         self._monitor: threading.Thread | None = None
         self._checkers = {replica.alias: ThreadPoolExecutor(1, thread_name_prefix=f"check-{replica.alias}")
                           for replica in self.replicas}
@@ -116,36 +138,111 @@ class ReplicaSet:
         if not self.replicas:
             return PRIMARY
         self.start()
-        usable = [replica for replica in self.replicas if replica.in_use]
+        usable = self._usable()
         if not usable:
             REPLICA_FALLBACKS.labels("none_in_use").inc()
             return PRIMARY
-        return usable[next(self._turn) % len(usable)].alias
+        return usable[0].alias
 
     def at_least(self, floor: Floor, wait: float, *, or_primary: bool = True) -> str | None:
-        """A replica in use that holds `floor`, waiting up to `wait` seconds for one to replay it;
-        then the primary (`or_primary`), or None."""
+        """A replica in use that holds `floor`, waiting up to `wait` seconds (on this thread) for
+        one to replay it; then the primary (`or_primary`), or None. A floor no database holds (a
+        deployment not indexed, a seq past the primary's newest change: a tag of another history,
+        or a forged one) asks for nothing."""
         if not floor or not self.replicas:
             return self.any()
         self.start()
+        floor = self._trimmed(floor)
         end = time.monotonic() + wait
         while True:
-            usable = [replica for replica in self.replicas if replica.in_use]
-            first = next(self._turn)
-            usable = usable[first % len(usable):] + usable[:first % len(usable)] if usable else []
-            for replica in usable:
-                if replica.holds(floor):
-                    return replica.alias
-            for replica in usable:
-                if self._ask(replica) and replica.holds(floor):
-                    return replica.alias
-            left = end - time.monotonic()
-            if left <= 0 or not usable:
-                if not or_primary:
-                    return None
-                REPLICA_FALLBACKS.labels("behind" if usable else "none_in_use").inc()
-                return PRIMARY
+            found = self._holding(floor, ask=True)
+            if found is not None or (left := end - time.monotonic()) <= 0 or not self._usable():
+                return self._chosen(found, or_primary)
             time.sleep(min(PROBE_SECONDS, left))
+
+    async def at_least_async(self, floor: Floor, wait: float, *, or_primary: bool = True) -> str | None:
+        """`at_least` for the event loop: the wait is the loop's, and each question to a replica
+        a short call on a database thread, so that no other client's database work waits behind it
+        (Channels runs every call of a process on one thread)."""
+        if not floor or not self.replicas:
+            return self.any()
+        self.start()
+        floor = await database_sync_to_async(self._trimmed)(floor)
+        end = time.monotonic() + wait
+        while True:
+            found = self._holding(floor, ask=False)
+            if found is None:
+                found = await database_sync_to_async(self._holding)(floor, ask=True)
+            if found is not None or (left := end - time.monotonic()) <= 0 or not self._usable():
+                return self._chosen(found, or_primary)
+            await asyncio.sleep(min(PROBE_SECONDS, left))
+
+    def _usable(self) -> list[Replica]:
+        """The replicas in use, each in turn first."""
+        usable = [replica for replica in self.replicas if replica.in_use]
+        if usable:
+            first = next(self._turn) % len(usable)
+            usable = usable[first:] + usable[:first]
+        return usable
+
+    def _holding(self, floor: Floor, *, ask: bool) -> str | None:
+        """A replica in use known to hold `floor`, or (`ask`) found to hold it when asked now."""
+        usable = self._usable()
+        for replica in usable:
+            if replica.holds(floor):
+                return replica.alias
+        for replica in usable if ask else ():
+            if self._ask(replica) and replica.holds(floor):
+                return replica.alias
+        return None
+
+    def _chosen(self, found: str | None, or_primary: bool) -> str | None:
+        if found is not None or not or_primary:
+            return found
+        REPLICA_FALLBACKS.labels("behind" if self._usable() else "none_in_use").inc()
+        return PRIMARY
+
+    def _trimmed(self, floor: Floor) -> dict[int, int]:
+        """The part of `floor` some database holds: the deployments the primary indexes, up to its
+        newest change (asked again, at most every PROBE_SECONDS, when the floor is past what the
+        last check saw)."""
+        heads = self._primary_heads or {}
+        if any(seq > heads[deployment].seq for deployment, seq in floor.items() if deployment in heads) or \
+                any(deployment not in heads for deployment in floor):
+            heads = self._primary_heads_now()
+        return {deployment: seq for deployment, seq in floor.items()
+                if deployment in heads and seq <= heads[deployment].seq}
+
+    def _primary_heads_now(self) -> dict[int, Head]:
+        with self._lock:
+            if self._primary_asked_at is None or time.monotonic() - self._primary_asked_at >= PROBE_SECONDS:
+                self._primary_asked_at = time.monotonic()
+                try:
+                    with reading_from(PRIMARY):
+                        self._primary_heads = _heads()
+                except DatabaseError:
+                    pass  # the primary does not answer: the last check's heads stand
+            return self._primary_heads or {}
+
+    def streaming(self, deployment: int, seq: int) -> None:
+        """The process's live feed has told its clients of the changes through `seq`: its HTTP
+        reads must not answer from data older than that (`for_request`)."""
+        self.streamed[deployment] = seq
+
+    def for_request(self, floor: Floor, wait: float) -> str:
+        """Where an HTTP request reads: a replica that holds `floor` (its tags'; waiting for one
+        up to `wait`) and what this process's live feed has sent (not waited for: the feed moved
+        ahead of the replicas only by reading the primary, so the primary is where it is now)."""
+        alias = self.at_least(floor, wait)
+        assert alias is not None
+        if alias == PRIMARY or not self.streamed or self._known(alias).holds(self.streamed):
+            return alias
+        found = self.at_least({**self.streamed, **{d: max(s, self.streamed.get(d, 0)) for d, s in floor.items()}}, 0)
+        assert found is not None
+        return found
+
+    def _known(self, alias: str) -> Replica:
+        return next(replica for replica in self.replicas if replica.alias == alias)
 
     def learnt(self, alias: str, seqs: Mapping[int, int]) -> None:
         """A read of `alias` found these seqs: it holds them."""
@@ -155,18 +252,22 @@ class ReplicaSet:
 
     def failed(self, alias: str, error: BaseException) -> bool:
         """A read on `alias` failed with `error`: whether to read it again on the primary. A
-        replica that does not answer is set aside until a check finds it well; a query the
-        standby cancelled for its replay (a recovery conflict) is read again, the replica kept."""
+        replica that does not answer (no connection, a connection lost, the server shutting down
+        or starting) is set aside until a check finds it well; a query the standby cancelled for
+        its replay (a recovery conflict), or a pool with no connection free in time, is read
+        again with the replica kept. An error the primary would meet too (a statement timeout) is
+        the answer's."""
         if alias == PRIMARY:
             return False
-        sqlstate = getattr(error.__cause__, "sqlstate", None)
-        if sqlstate == RECOVERY_CONFLICT:
+        cause = error.__cause__ or error
+        sqlstate = getattr(cause, "sqlstate", None)
+        if sqlstate == RECOVERY_CONFLICT or isinstance(cause, PoolTimeout):
             return True
-        if sqlstate is not None:  # it answered: a statement timeout, say, which the primary would meet too
+        if sqlstate is not None and not sqlstate.startswith(NOT_ANSWERING):
             return False
         for replica in self.replicas:
             if replica.alias == alias:
-                self._set_aside(replica, f"did not answer a read: {type(error.__cause__ or error).__name__}")
+                self._set_aside(replica, f"did not answer a read: {type(cause).__name__}")
         return True
 
     def health(self) -> list[ReplicaHealth]:
@@ -208,12 +309,18 @@ class ReplicaSet:
                              settings.BOUNTY_REPLICA_CHECK_SECONDS)
 
     def check(self) -> None:
-        """One round: every replica checked, each within BOUNTY_REPLICA_TIMEOUT_MS, on its own thread."""
+        """One round: every replica checked, each within BOUNTY_REPLICA_TIMEOUT_MS, on its own
+        thread. A check that has not come back is not started again; when it does come back it is
+        judged against the primary as it was when it started."""
         primary = _primary_state()
+        if primary is not None:
+            with self._lock:
+                self._primary_heads, self._primary_asked_at = primary.heads, time.monotonic()
         timeout: float = settings.BOUNTY_REPLICA_TIMEOUT_SECONDS
         for replica in self.replicas:
-            if replica.check is None:  # a check that never came back is not started again
-                replica.check = self._checkers[replica.alias].submit(_check, replica.alias)
+            if replica.check is None:
+                replica.check = self._checkers[replica.alias].submit(_check, replica.alias, primary)
+                replica.check_against = primary
         end = time.monotonic() + timeout
         for replica in self.replicas:
             assert replica.check is not None
@@ -227,24 +334,40 @@ class ReplicaSet:
                 self._set_aside(replica, f"did not answer its check: {type(error.__cause__ or error).__name__}")
                 continue
             replica.check = None
-            self._judge(replica, checked, primary)
+            try:
+                self._judge(replica, checked, replica.check_against)
+            except DatabaseError:  # the primary went away between its reads: judged next round
+                logger.warning("could not judge read replica %s: the primary did not answer", replica.alias)
 
     def _judge(self, replica: Replica, checked: Checked, primary: PrimaryState | None) -> None:
         replica.checked_at = datetime.now(UTC)
         # What it holds now, in place of what reads learnt: a replica made again from another
         # primary may hold less than before.
-        replica.seqs = {deployment: seq for deployment, (seq, _) in checked.heads.items()}
+        replica.seqs = {deployment: head.seq for deployment, head in checked.heads.items()}
         if not checked.recovering:
             return self._set_aside(replica, "is not a standby (pg_is_in_recovery() is false: promoted?); take it "
                                             "out of DATABASE_REPLICA_URLS or make it a standby of the primary")
-        if primary is None:  # the primary does not answer: the replica's data is as good as before
-            return self._take(replica, replica.lag_seconds)
-        for deployment, (seq, digest) in checked.heads.items():
-            if digest and _digest_at(deployment, seq, primary) not in (digest, None):
-                return self._set_aside(replica, f"holds another history than the primary (its change {seq} differs): "
+        if primary is None:  # the primary does not answer: what it decided before stands
+            return None
+        for deployment, head in checked.heads.items():
+            primary_head = primary.heads.get(deployment)
+            if primary_head is not None and head.seq > primary_head.seq:
+                # Ahead of the primary (a standby that followed the primary before a failover, say):
+                # its change at the primary's newest seq must be the primary's.
+                at = primary_head.seq
+                differs = at > 0 and bool(primary_head.digest) and \
+                    checked.digests_at_primary_heads.get(deployment) != primary_head.digest
+            else:
+                at = head.seq
+                differs = bool(head.digest) and _digest_at(deployment, head.seq, primary) not in (head.digest, None)
+            if differs:
+                return self._set_aside(replica, f"holds another history than the primary (its change {at} differs): "
                                                 "make it a standby of the primary again")
         current = (checked.replay_lsn is not None and checked.replay_lsn >= primary.lsn) or all(
-            checked.heads.get(deployment, (-1, ""))[0] >= seq for deployment, (seq, _) in primary.heads.items())
+            (checked.heads[deployment].seq, checked.heads[deployment].block) >= (head.seq, head.block)
+            if deployment in checked.heads else False for deployment, head in primary.heads.items())
+        if not current and checked.since_replay is None:
+            return self._set_aside(replica, "is behind the primary and has replayed no transaction since it started")
         lag = 0.0 if current else max(0.0, checked.since_replay or 0.0)
         limit: int = settings.BOUNTY_REPLICA_MAX_LAG_SECONDS
         if lag > limit:
@@ -274,13 +397,16 @@ class ReplicaSet:
         REPLICA_IN_USE.labels(replica.alias).set(0)
 
     def _ask(self, replica: Replica) -> bool:
-        """Asks the replica the seqs it holds now (on this thread's connection to it)."""
+        """Asks the replica the seqs it holds now (on this thread's connection to it, given back
+        to its pool at once)."""
         try:
             with reading_from(replica.alias):
-                replica.learnt({deployment: seq for deployment, (seq, _) in _heads().items()})
+                replica.learnt({deployment: head.seq for deployment, head in _heads().items()})
         except DatabaseError as error:
             self.failed(replica.alias, error)
             return False
+        finally:
+            connections[replica.alias].close()
         return True
 
 
@@ -290,10 +416,10 @@ def _host(alias: str) -> str:
     return f"{database.get('HOST') or 'localhost'}:{database.get('PORT') or 5432}/{database.get('NAME')}"
 
 
-def _heads() -> dict[int, tuple[int, str]]:
-    """(seq, digest) of each deployment's newest change, on the database reads go to."""
-    return {deployment: (seq, digest or "") for deployment, seq, digest in
-            SyncState.objects.values_list("deployment_id", "last_seq", "last_digest")}
+def _heads() -> dict[int, Head]:
+    """Each deployment's newest change and last indexed block, on the database reads go to."""
+    return {deployment: Head(seq, digest or "", block or 0) for deployment, seq, digest, block in
+            SyncState.objects.values_list("deployment_id", "last_seq", "last_digest", "last_indexed_block")}
 
 
 def _lsn(text: str | None) -> int | None:
@@ -303,7 +429,7 @@ def _lsn(text: str | None) -> int | None:
     return (int(high, 16) << 32) + int(low, 16)
 
 
-def _check(alias: str) -> Checked:
+def _check(alias: str, primary: PrimaryState | None) -> Checked:
     """Reads a replica's state (on the replica's checking thread)."""
     try:
         with connections[alias].cursor() as cursor:
@@ -312,7 +438,11 @@ def _check(alias: str) -> Checked:
             recovering, replay_lsn, since_replay = cursor.fetchone()
         with reading_from(alias):
             heads = _heads()
-        return Checked(bool(recovering), _lsn(replay_lsn), since_replay, heads)
+            ahead = {deployment: primary.heads[deployment].seq for deployment, head in heads.items()
+                     if primary is not None and deployment in primary.heads
+                     and head.seq > primary.heads[deployment].seq}
+            digests = {deployment: _digest_here(deployment, seq) for deployment, seq in ahead.items()}
+        return Checked(bool(recovering), _lsn(replay_lsn), since_replay, heads, digests)
     finally:
         connections[alias].close()  # back to its pool: a check is seconds apart
 
@@ -333,30 +463,36 @@ def _primary_state() -> PrimaryState | None:
         connections[PRIMARY].close()
 
 
+def _digest_here(deployment: int, seq: int) -> str | None:
+    """The digest of the deployment's change `seq` where reads go; None when not held (pruned,
+    or never written there)."""
+    digest = (ChangeLogEntry.objects.filter(deployment_id=deployment, seq=seq)
+              .values_list("digest", flat=True).first())
+    return digest or None
+
+
 def _digest_at(deployment: int, seq: int, primary: PrimaryState) -> str | None:
     """The primary's digest of the deployment's change `seq`; None when it no longer holds it
-    (pruned) or has not written it (the replica may not lag behind a primary that was restored:
-    then a later check finds the digests differ)."""
+    (pruned)."""
     head = primary.heads.get(deployment)
-    if head is not None and head[0] == seq:
-        return head[1]
+    if head is not None and head.seq == seq:
+        return head.digest
     if seq == 0:
         return None
-    with reading_from(PRIMARY):
-        digest = (ChangeLogEntry.objects.filter(deployment_id=deployment, seq=seq)
-                  .values_list("digest", flat=True).first())
-    connections[PRIMARY].close()
-    return digest or None
+    try:
+        with reading_from(PRIMARY):
+            return _digest_here(deployment, seq)
+    finally:
+        connections[PRIMARY].close()
 
 
 REPLICAS = ReplicaSet(replica_aliases())
 
 
 def read_on_replica(read: Callable[[], T], floor: Floor | None = None) -> T:
-    """`read()` on a replica that holds `floor` (`ReplicaSet.at_least`, or any in use), again on
-    the primary if that replica fails under it (`OnPrimary`)."""
-    alias = REPLICAS.at_least(floor or {}, settings.BOUNTY_REPLICA_WAIT_SECONDS)
-    assert alias is not None
+    """An HTTP request's `read()` on a replica that holds `floor` and what the process's feed has
+    sent (`ReplicaSet.for_request`), again on the primary if that replica fails under it (`OnPrimary`)."""
+    alias = REPLICAS.for_request(floor or {}, settings.BOUNTY_REPLICA_WAIT_SECONDS)
     try:
         with reading_from(alias):
             return read()

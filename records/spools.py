@@ -42,6 +42,7 @@ from django.db import OperationalError
 
 from bountysite.databases import read_connection
 from records.metrics import SPOOL_BYTES, SPOOLS_OPEN, SPOOLS_PRODUCED
+from records.replicas import OnPrimary, gives_up
 
 SPOOL_IDLE_SECONDS = 60.0  # a current spool nobody reads for this long is dropped
 MAX_SPOOL_FILES = 1_000  # spools a process holds open at once, each a descriptor (the units allow 32,768)
@@ -293,7 +294,9 @@ class Spools:
                 except BaseException:
                     writer.discard()
                     raise
-            except OperationalError:
+            except OperationalError as error:
+                if gives_up(error):  # its replica failed under it: read it again on the primary
+                    raise OnPrimary from error
                 logger.warning("reading a %s into its spool failed", self.kind, exc_info=True)
                 raise SpoolLate(f"the database did not give the {self.kind} within BOUNTY_FULL_READ_SECONDS "
                                 f"({settings.BOUNTY_FULL_READ_SECONDS} s) or the statement timeout; try again "

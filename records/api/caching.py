@@ -28,12 +28,13 @@ import orjson
 from django.conf import settings
 from django.core.cache import cache
 from django.core.handlers.asgi import ASGIRequest
+from django.db import connections
 from django.http import HttpRequest, HttpResponse, HttpResponseBase, HttpResponseNotModified, StreamingHttpResponse
 from django.utils.http import parse_etags
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from bountysite.databases import read_alias, read_connection
+from bountysite.databases import read_alias
 from records.api.errors import RETRY_AFTER_SECONDS, error_response
 from records.history import MAX_SEQ
 from records.limits import Claim, request_client, spend_cache_budget, unpaged_list_claims
@@ -273,9 +274,10 @@ def spooled_json_array(request: HttpRequest, answer: Hashable, version: str, pro
         raise
     if claim is not None:
         claim.answered()
-        # The request's database connection goes back to the pool now, not when the client has
-        # taken the body (Django gives it back when the response ends).
-        read_connection().close()
+        # The request's database connections go back to their pools now, not when the client has
+        # taken the body (Django gives them back when the response ends).
+        for connection in connections.all(initialized_only=True):
+            connection.close()
     streamed = (StreamingHttpResponse(_deliver_sync(spool), content_type="application/json") if claim is None
                 else _ClosingStream(_deliver(spool, claim), content_type="application/json"))
     streamed["Content-Length"] = str(spool.size)

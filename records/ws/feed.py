@@ -23,11 +23,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
 from channels.db import database_sync_to_async
-from channels.layers import get_channel_layer
+from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.conf import settings
 from django.db import DatabaseError
 
@@ -136,22 +137,22 @@ def _messages(rows: list[Change]) -> Changes:
     return changes
 
 
-def resume_point(since: str) -> int | None:
+async def resume_point(since: str) -> int | None:
     """The first seq to send a client whose last position is `since`, when this history holds
     that position (records.history) and every change after it; None when it needs a snapshot
     instead (a position of another history, pruned, or no position the service hands out).
     It is asked of a replica that holds the position (waiting for one to replay it, within
     BOUNTY_REPLICA_WAIT_MS), or of the primary."""
     position = Position.parse(since)
-    with reading_from(REPLICAS.any()):
-        deployment_id = active_deployment_id()
-    if position is None or deployment_id is None:
+    if position is None:
         return None
-    source = REPLICAS.at_least({deployment_id: position.seq}, settings.BOUNTY_REPLICA_WAIT_SECONDS)
+    deployment_id = await on(REPLICAS.any(), active_deployment_id)
+    if deployment_id is None:
+        return None
+    source = await REPLICAS.at_least_async({deployment_id: position.seq}, settings.BOUNTY_REPLICA_WAIT_SECONDS)
     assert source is not None
-    with reading_from(source):
-        # Through the seq after it: the genesis is vouched for by the first change while it is held.
-        vouched = changes_after(deployment_id, position, position.seq + 1, 0) is not None
+    # Through the seq after it: the genesis is vouched for by the first change while it is held.
+    vouched = await on(source, changes_after, deployment_id, position, position.seq + 1, 0) is not None
     return position.seq + 1 if vouched else None
 
 
@@ -162,6 +163,8 @@ class LiveFeed:
         self.deployment_id: int | None = None
         self.cursor: Position | None = None  # the position of the newest change fanned out
         self.announced = 0  # the newest seq the indexer announced (records.changes.notify_changes)
+        self.listening = False  # announcements reach the feed (a channel layer across processes answers)
+        self._primary_asked = 0.0  # when the feed last asked the primary its head, without announcements
         self.subscribers: set[Outbox] = set()
         self.lock = asyncio.Lock()
         self._wake = asyncio.Event()
@@ -185,8 +188,9 @@ class LiveFeed:
                     self.subscribers.add(outbox)
                     return
                 if self.cursor.seq - outbox.next_seq < min(READ_CHUNK, outbox.bound):
-                    rows = await on(await self._holding(self.cursor.seq), read_changes, self.deployment_id,
-                                    outbox.next_seq, self.cursor.seq)
+                    # Under the lock no replica is waited for: the feed's readers wait on it.
+                    rows = await on(await self._holding(self.cursor.seq, wait=False), read_changes,
+                                    self.deployment_id, outbox.next_seq, self.cursor.seq)
                     if not rows:  # seqs up to the cursor were there when the feed read them
                         raise ChangesGone(outbox.next_seq)
                     outbox.put(rows[0][0], rows.batch())
@@ -208,12 +212,12 @@ class LiveFeed:
     def unsubscribe(self, outbox: Outbox) -> None:
         self.subscribers.discard(outbox)
 
-    async def _holding(self, seq: int) -> str:
+    async def _holding(self, seq: int, *, wait: bool = True) -> str:
         """A database that holds the change `seq` (records.replicas): a replica that does, or
-        does within BOUNTY_REPLICA_WAIT_MS, or the primary."""
+        (`wait`) does within BOUNTY_REPLICA_WAIT_MS, or the primary."""
         assert self.deployment_id is not None
-        source = await database_sync_to_async(REPLICAS.at_least)({self.deployment_id: seq},
-                                                                 settings.BOUNTY_REPLICA_WAIT_SECONDS)
+        source = await REPLICAS.at_least_async({self.deployment_id: seq},
+                                               settings.BOUNTY_REPLICA_WAIT_SECONDS if wait else 0)
         return source or PRIMARY
 
     async def _resolve(self) -> None:
@@ -252,6 +256,7 @@ class LiveFeed:
                 self.subscribers.clear()
                 self.cursor = await on(PRIMARY, head_position, self.deployment_id or 0)
                 self.announced = 0  # announced in the history before
+                REPLICAS.streaming(self.deployment_id or 0, self.cursor.seq)
 
     async def _read_on(self) -> None:
         """Fans out the changes after the cursor, which the change log must still vouch for: a
@@ -260,17 +265,23 @@ class LiveFeed:
 
         They are read from a replica that holds the newest change announced (waiting for one to
         replay it, within BOUNTY_REPLICA_WAIT_MS), or else from the primary; on a poll with none
-        announced, from a replica that holds the cursor, if one does (records.replicas)."""
+        announced, from a replica that holds the cursor, if one does (records.replicas). While no
+        announcements come (no Redis), the primary is asked its newest change every
+        BOUNTY_REPLICA_WAIT_MS instead, so that a lagging replica delays a change no longer."""
         if self.deployment_id is None:
             async with self.lock:
                 await self._resolve()
         if self.deployment_id is None or self.cursor is None:
             return
         deployment_id, cursor = self.deployment_id, self.cursor.seq
-        if self.announced > cursor:  # the wait for a replica, without the lock
-            source: str | None = await self._holding(self.announced)
+        await self._ask_primary_unless_announced(deployment_id, cursor)
+        target = self.announced
+        if target > cursor:  # the wait for a replica to hold the next change, without the lock
+            source: str | None = await self._holding(cursor + 1)
+        elif REPLICAS.replicas and not any(replica.in_use for replica in REPLICAS.replicas):
+            source = PRIMARY
         else:
-            source = await database_sync_to_async(REPLICAS.at_least)({deployment_id: cursor}, 0, or_primary=False)
+            source = await REPLICAS.at_least_async({deployment_id: cursor}, 0, or_primary=False)
         if source is None:  # no replica holds the cursor yet: nothing newer there
             return
         async with self.lock:
@@ -278,7 +289,10 @@ class LiveFeed:
                 return  # moved meanwhile (another history): the next wake-up reads on
             if not self.subscribers:
                 head = await on(source, head_position, self.deployment_id)
-                self.cursor = head if head.seq >= self.cursor.seq else self.cursor
+                if head.seq < self.cursor.seq and source != PRIMARY:  # behind, or another history: ask the primary
+                    head = await on(PRIMARY, head_position, self.deployment_id)
+                self.cursor = head
+                REPLICAS.streaming(self.deployment_id, head.seq)
                 return
             while rows := await on(source, read_after, self.deployment_id, self.cursor):
                 slice_size = max(1, min(READ_CHUNK, settings.BOUNTY_WS_MAX_BACKLOG // 2))
@@ -290,6 +304,7 @@ class LiveFeed:
                     await asyncio.sleep(0)  # let the clients' senders drain before the next slice
                 self.cursor = rows.last or self.cursor
                 REPLICAS.learnt(source, {self.deployment_id: self.cursor.seq})
+                REPLICAS.streaming(self.deployment_id, self.cursor.seq)
                 if rows.resync:  # every client gets a new snapshot, and joins the feed again after it
                     for outbox in self.subscribers:
                         outbox.fail(Resync())
@@ -297,8 +312,23 @@ class LiveFeed:
                     return
                 if len(rows) < READ_CHUNK:
                     break
-            if source == PRIMARY:  # what the primary does not hold was announced in another history
-                self.announced = min(self.announced, self.cursor.seq)
+            if source == PRIMARY and self.cursor.seq < target and self.announced == target:
+                self.announced = self.cursor.seq  # announced in another history: the primary lacks it
+            if self.announced > self.cursor.seq:  # more announced: the next as soon as a replica holds it
+                self._wake.set()
+
+    async def _ask_primary_unless_announced(self, deployment_id: int, cursor: int) -> None:
+        """Without announcements, the primary's newest change stands for one, every
+        BOUNTY_REPLICA_WAIT_MS (one short read of the primary)."""
+        if self.listening or not REPLICAS.replicas:
+            return
+        now = time.monotonic()
+        if now - self._primary_asked < max(settings.BOUNTY_REPLICA_WAIT_SECONDS, settings.BOUNTY_WS_POLL_SECONDS):
+            return
+        self._primary_asked = now
+        head = await on(PRIMARY, head_position, deployment_id)
+        if head.seq > cursor:
+            self.announced = max(self.announced, head.seq)
 
     def _announce(self, message: dict[str, Any]) -> None:
         """Wakes the feed for the change the indexer announced: its replica must hold that seq."""
@@ -317,6 +347,7 @@ class LiveFeed:
         while True:
             try:
                 await layer.group_add(CHANGES_GROUP, channel)  # again each round: group membership expires
+                self.listening = not isinstance(layer, InMemoryChannelLayer)  # which no indexer reaches
                 REDIS.answered()
                 for _ in range(60):
                     try:
@@ -326,9 +357,11 @@ class LiveFeed:
                     except TimeoutError:
                         pass
             except FAILURES as error:  # Redis is away: the poll alone carries the feed meanwhile
+                self.listening = False
                 REDIS.record(error)
                 await asyncio.sleep(RETRY_SECONDS)
             except Exception:
+                self.listening = False
                 logger.exception("the websocket feed lost the channel layer; polling meanwhile")
                 await asyncio.sleep(RETRY_SECONDS)
 

@@ -33,7 +33,7 @@ from records.kinds import KINDS
 from records.limits import SnapshotSlot
 from records.metrics import WS_MESSAGES, WS_SNAPSHOTS_SENDING
 from records.models import Deployment
-from records.replicas import REPLICAS
+from records.replicas import REPLICAS, OnPrimary
 from records.selectors import (
     DeploymentFilter,
     ListQuery,
@@ -149,6 +149,8 @@ async def _snapshot_spool() -> Spool:
     try:
         with reading_from(source):
             return await _snapshot_spool_until(end, wait)
+    except OnPrimary:  # its replica failed under the read into the spool (records.spools)
+        pass
     except DatabaseError as error:
         if not REPLICAS.failed(source, error):
             raise

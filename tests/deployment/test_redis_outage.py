@@ -166,3 +166,20 @@ def test_reads_the_websocket_and_the_indexer_ride_through_redis_stopping_and_fre
     assert "Traceback" not in output, output
     deployment = Deployment.objects.get(contract_address=chain.deployment.contract_address.lower())
     assert_mirror_equals_chain(chain.board, deployment)
+
+
+def test_an_idle_web_process_does_not_take_its_feeds_wait_for_redis_gone(chain: Chain,
+                                                                         redis_server: ThrowawayRedis) -> None:
+    """A feed with nothing to hear waits in the channel layer's receive for seconds at a time: an
+    idle process must not read that as an outage (log it, say `degraded`)."""
+    server = start_daphne(process_env(chain, REDIS_URL=redis_server.url))
+    try:
+        with open_client(server.url()) as client:
+            while receive(client)["type"] != "snapshot.complete":
+                pass
+            deadline = time.monotonic() + 2 * 5 + 2  # two of channels_redis's 5 s receives, and more
+            while time.monotonic() < deadline:
+                assert redis_status(server) == "ok"
+                time.sleep(0.5)
+    finally:
+        stop(server.process)

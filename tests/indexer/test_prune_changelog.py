@@ -9,6 +9,7 @@ from datetime import timedelta
 from io import StringIO
 
 import pytest
+from asgiref.sync import async_to_sync
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
@@ -22,7 +23,12 @@ from records.ws import feed
 from tests.factories import make_deployment
 from tests.history import append_changes
 
-pytestmark = pytest.mark.django_db
+pytestmark = pytest.mark.django_db(transaction=True)  # the feed reads on its own thread
+
+
+def resume_point(since: str) -> int | None:
+    """records.ws.feed.resume_point, from a test's thread (as a websocket consumer awaits it)."""
+    return async_to_sync(feed.resume_point)(since)
 
 NOW = timezone.now()
 
@@ -72,7 +78,7 @@ def test_the_newest_entry_stays_however_old_so_that_an_up_to_date_client_resumes
     assert prune_change_log(NOW - timedelta(days=30)) == [Pruned(deployment.pk, 1, 2)]
     assert _seqs(deployment) == [2]
     append_changes(deployment, [(MessageType.BOUNTY_UPDATED, {"id": 1}, 3)])  # the first change in a month
-    assert feed.resume_point(str(newest)) == 3
+    assert resume_point(str(newest)) == 3
 
 
 def test_the_command_keeps_the_configured_days_and_a_dry_run_deletes_nothing(settings: object) -> None:
@@ -102,12 +108,12 @@ def test_a_reader_of_pruned_seqs_is_told_they_are_gone_and_a_resume_from_there_g
         deployment.chain_id, deployment.contract_address)
     positions = _log(deployment, [40, 40, 1, 1])
     genesis = str(genesis_position(deployment.pk))
-    assert feed.resume_point(genesis) == 1
+    assert resume_point(genesis) == 1
     prune_change_log(NOW - timedelta(days=30))
     with pytest.raises(feed.ChangesGone):
         feed.read_changes(deployment.pk, 1, 4)
     assert [seq for seq, _, _ in feed.read_changes(deployment.pk, 3, 4)] == [3, 4]
-    assert feed.resume_point(genesis) is None  # a snapshot instead
-    assert feed.resume_point(str(positions[2])) is None  # its own entry pruned: none vouches for it
-    assert feed.resume_point(str(positions[3])) == 4
-    assert feed.resume_point("3") is None  # a bare seq names no history: a snapshot
+    assert resume_point(genesis) is None  # a snapshot instead
+    assert resume_point(str(positions[2])) is None  # its own entry pruned: none vouches for it
+    assert resume_point(str(positions[3])) == 4
+    assert resume_point("3") is None  # a bare seq names no history: a snapshot

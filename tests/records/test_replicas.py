@@ -8,11 +8,12 @@ import psycopg
 import pytest
 from django.db import OperationalError
 from django.test import RequestFactory
+from psycopg_pool import PoolTimeout
 
 from records.api.caching import MAX_FLOOR_ITEMS, etag_floor
-from records.replicas import Checked, PrimaryState, Replica, ReplicaSet
+from records.replicas import Checked, Head, PrimaryState, Replica, ReplicaSet
 
-PRIMARY = PrimaryState(lsn=1_000, heads={1: (40, "d40")})
+PRIMARY = PrimaryState(lsn=1_000, heads={1: Head(40, "d40", 500)})
 
 
 def replica_set() -> tuple[ReplicaSet, Replica]:
@@ -22,9 +23,12 @@ def replica_set() -> tuple[ReplicaSet, Replica]:
     return replicas, replica
 
 
-def checked(*, recovering: bool = True, replay_lsn: int = 1_000, since_replay: float = 0.5,
-            head: tuple[int, str] = (40, "d40")) -> Checked:
-    return Checked(recovering=recovering, replay_lsn=replay_lsn, since_replay=since_replay, heads={1: head})
+def checked(*, recovering: bool = True, replay_lsn: int = 1_000, since_replay: float | None = 0.5,
+            head: tuple[int, str] = (40, "d40"), block: int = 500,
+            digest_at_primary_head: str | None = None) -> Checked:
+    return Checked(recovering=recovering, replay_lsn=replay_lsn, since_replay=since_replay,
+                   heads={1: Head(*head, block)},
+                   digests_at_primary_heads={} if digest_at_primary_head is None else {1: digest_at_primary_head})
 
 
 def test_a_replica_that_has_replayed_what_the_primary_wrote_is_used_with_no_lag() -> None:
@@ -45,10 +49,11 @@ def test_a_replica_further_behind_than_the_bound_is_set_aside_and_taken_back_onc
     replicas, replica = replica_set()
     # (its newest change has no digest, as one written before digests: no history to compare)
     replicas._judge(replica, checked(replay_lsn=900, since_replay=45, head=(40, "")),
-                    PrimaryState(lsn=1_000, heads={1: (41, "d41")}))
+                    PrimaryState(lsn=1_000, heads={1: Head(41, "d41", 501)}))
     assert not replica.in_use and replica.lag_seconds == 45
     assert replica.reason is not None and "BOUNTY_REPLICA_MAX_LAG_SECONDS (30)" in replica.reason
-    replicas._judge(replica, checked(replay_lsn=1_000, head=(41, "d41")), PrimaryState(1_000, {1: (41, "d41")}))
+    replicas._judge(replica, checked(replay_lsn=1_000, head=(41, "d41")),
+                    PrimaryState(1_000, {1: Head(41, "d41", 501)}))
     assert replica.in_use and replica.reason is None
 
 
@@ -64,22 +69,52 @@ def test_a_replica_holding_another_history_is_set_aside() -> None:
     assert not replica.in_use and replica.reason is not None and "another history" in replica.reason
 
 
-def test_a_replica_keeps_its_place_while_the_primary_does_not_answer() -> None:
+def test_a_replica_ahead_of_the_primary_in_another_history_is_set_aside() -> None:
+    """A standby that received changes a promoted primary never had: its change at the
+    primary's newest seq is another."""
     replicas, replica = replica_set()
-    replicas._judge(replica, checked(), PRIMARY)
+    replicas._judge(replica, checked(head=(45, "old45"), digest_at_primary_head="old40"), PRIMARY)
+    assert not replica.in_use and replica.reason is not None and "change 40 differs" in replica.reason
+    replicas._judge(replica, checked(head=(45, "d45"), digest_at_primary_head="d40"), PRIMARY)
+    assert replica.in_use  # ahead in the same history: the primary's check ran before it replayed more
+
+
+def test_a_bulk_backfill_the_replica_has_not_replayed_is_lag() -> None:
+    """A backfill moves no seq: the last indexed block tells how far the replica is."""
+    replicas, replica = replica_set()
+    replicas._judge(replica, checked(replay_lsn=900, since_replay=12, block=400), PRIMARY)
+    assert replica.lag_seconds == 12
+
+
+def test_a_replica_behind_that_has_replayed_nothing_since_it_started_is_set_aside() -> None:
+    replicas, replica = replica_set()
+    replicas._judge(replica, checked(replay_lsn=900, since_replay=None, head=(39, "")), PRIMARY)
+    assert not replica.in_use
+
+
+@pytest.mark.parametrize("in_use_before", [True, False])
+def test_what_was_decided_stands_while_the_primary_does_not_answer(in_use_before: bool) -> None:
+    replicas, replica = replica_set()
+    replicas._judge(replica, checked() if in_use_before else checked(head=(40, "another")), PRIMARY)
     replicas._judge(replica, checked(), None)
-    assert replica.in_use
+    assert replica.in_use is in_use_before
 
 
 def database_error(sqlstate: str | None) -> OperationalError:
     error = OperationalError("failed")
-    error.__cause__ = psycopg.OperationalError("failed") if sqlstate is None else psycopg.errors.lookup(sqlstate)("x")
+    if sqlstate == "pool":
+        error.__cause__ = PoolTimeout("no connection in time")
+    else:
+        error.__cause__ = psycopg.OperationalError("x") if sqlstate is None else psycopg.errors.lookup(sqlstate)("x")
     return error
 
 
 @pytest.mark.parametrize(("sqlstate", "again_on_the_primary", "set_aside"), [
     (None, True, True),         # the connection failed: it does not answer
+    ("57P01", True, True),      # the standby is shutting down
+    ("08006", True, True),      # a connection lost
     ("40001", True, False),     # a recovery conflict: replay cancelled the query
+    ("pool", True, False),      # its pool had no connection free in time: busy, not gone
     ("57014", False, False),    # the statement timeout: the primary would take as long
 ])
 def test_a_read_failing_on_a_replica_is_read_again_on_the_primary_only_when_the_replica_is_at_fault(

@@ -13,10 +13,12 @@ from typing import Any
 
 import orjson
 import pytest
+from asgiref.sync import async_to_sync, sync_to_async
 from channels.db import database_sync_to_async
 
 from records import selectors
 from records.history import Position
+from records.replicas import Replica, ReplicaSet
 from records.selectors import genesis_position, head_position
 from records.ws import feed
 from records.ws.messages import MessageBatch
@@ -25,6 +27,11 @@ from tests.factories import make_deployment
 from tests.history import append_changes, updates
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def resume_point(since: str) -> int | None:
+    """records.ws.feed.resume_point, from a test's thread (as a websocket consumer awaits it)."""
+    return async_to_sync(feed.resume_point)(since)
 
 
 async def _nothing(batch: MessageBatch) -> None:
@@ -69,9 +76,9 @@ def test_a_client_whose_snapshot_came_before_the_first_change_resumes_from_the_g
     deployment = make_deployment()
     settings.BOUNTY_CHAIN_ID, settings.BOUNTY_CONTRACT_ADDRESS = deployment.chain_id, deployment.contract_address
     genesis = str(genesis_position(deployment.pk))  # what its snapshot.complete said
-    assert feed.resume_point(genesis) == 1
+    assert resume_point(genesis) == 1
     append_changes(deployment, updates(1, 2))
-    assert feed.resume_point(genesis) == 1
+    assert resume_point(genesis) == 1
     assert [seq for seq, _, _ in feed.read_after(deployment.pk, genesis_position(deployment.pk))] == [1, 2]
 
 
@@ -92,3 +99,24 @@ def test_the_first_change_committed_while_the_feed_reads_at_the_genesis_is_read_
     changes = feed.read_after(deployment.pk, genesis)
     assert [orjson.loads(text) for _, text, _ in changes] == [
         {"type": "bounty.updated", "payload": {"id": 1}, "seq": 1, "position": str(committed[0])}]
+
+
+def test_a_feed_whose_replicas_are_all_set_aside_reads_the_primary_on_its_poll(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No announcement comes (no Redis) and no replica is in use: the poll reads the primary."""
+    deployment = make_deployment()
+    replicas = ReplicaSet([])
+    replicas.replicas.append(Replica("replica1", "replica.invalid:5432/bounty"))  # set aside: not checked yet
+    replicas._monitor = threading.Thread()  # its checks are not this test's
+    monkeypatch.setattr(feed, "REPLICAS", replicas)
+
+    async def scenario() -> tuple[int, int]:
+        live = feed.LiveFeed()
+        live.deployment_id = deployment.pk
+        live.cursor = await sync_to_async(head_position)(deployment.pk)
+        outbox = Outbox(live.cursor.seq + 1, lambda: None)
+        live.subscribers.add(outbox)
+        await sync_to_async(append_changes)(deployment, updates(1))
+        await live._read_on()
+        return live.cursor.seq, outbox.queued
+
+    assert asyncio.run(scenario()) == (1, 1)

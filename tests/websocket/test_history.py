@@ -151,3 +151,20 @@ def test_an_identical_history_keeps_every_position_valid(active: Deployment, ser
             after = append_changes(active, updates(1, text="a6"))
             for client in (resumed, throughout):  # no snapshot, and no close for the one connected
                 assert receive(client) == live(after, {"id": 1, "text": "a6"})
+
+
+def test_a_history_put_in_place_while_no_client_listens_is_followed_from_its_own_newest_change(
+        active: Deployment, servers: Callable[..., Server]) -> None:
+    """A database restored to an earlier change while no client was connected: the process's feed
+    follows the restored log back, so the next client is streamed on from its snapshot, not closed."""
+    history(active)
+    server = servers()
+    with open_client(server.url()) as client:  # the process's feed reads on from seq 5
+        assert snapshot(client)["seq"] == 5
+    time.sleep(0.5)  # the client gone, the feed polls with no one to send to
+    replace_history(active, KEPT, [])  # a backup taken at seq 3
+    time.sleep(0.5)
+    with open_client(server.url()) as client:
+        assert snapshot(client)["seq"] == KEPT
+        position = append_changes(active, updates(9, text="after the restore"))
+        assert receive(client) == live(position, {"id": 9, "text": "after the restore"})
