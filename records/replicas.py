@@ -80,6 +80,7 @@ class Replica:
     seqs: dict[int, int] = field(default_factory=dict)  # the change-log seqs it is known to hold
     check: Future[Checked] | None = None
     check_against: PrimaryState | None = None  # the primary as it was when `check` started
+    behind_since: float | None = None  # when a check first found it behind the primary (monotonic)
 
     def holds(self, floor: Floor) -> bool:
         return all(self.seqs.get(deployment, -1) >= seq for deployment, seq in floor.items())
@@ -122,7 +123,8 @@ class ReplicaSet:
     def __init__(self, aliases: Iterable[str]) -> None:
         self.replicas = [Replica(alias, _host(alias)) for alias in aliases]
         self._turn = itertools.count()
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # starting the checks
+        self._heads_lock = threading.Lock()  # the primary's heads
         self.streamed: dict[int, int] = {}  # what the process's live feed has sent, by deployment
         # The primary's newest changes, as its last check or a read since found them, and when.
         self._primary_heads: dict[int, Head] | None = None
@@ -214,7 +216,7 @@ class ReplicaSet:
                 if deployment in heads and seq <= heads[deployment].seq}
 
     def _primary_heads_now(self) -> dict[int, Head]:
-        with self._lock:
+        with self._heads_lock:
             if self._primary_asked_at is None or time.monotonic() - self._primary_asked_at >= PROBE_SECONDS:
                 self._primary_asked_at = time.monotonic()
                 try:
@@ -314,7 +316,7 @@ class ReplicaSet:
         judged against the primary as it was when it started."""
         primary = _primary_state()
         if primary is not None:
-            with self._lock:
+            with self._heads_lock:
                 self._primary_heads, self._primary_asked_at = primary.heads, time.monotonic()
         timeout: float = settings.BOUNTY_REPLICA_TIMEOUT_SECONDS
         for replica in self.replicas:
@@ -366,9 +368,14 @@ class ReplicaSet:
         current = (checked.replay_lsn is not None and checked.replay_lsn >= primary.lsn) or all(
             (checked.heads[deployment].seq, checked.heads[deployment].block) >= (head.seq, head.block)
             if deployment in checked.heads else False for deployment, head in primary.heads.items())
-        if not current and checked.since_replay is None:
-            return self._set_aside(replica, "is behind the primary and has replayed no transaction since it started")
-        lag = 0.0 if current else max(0.0, checked.since_replay or 0.0)
+        now = time.monotonic()
+        replica.behind_since = None if current else (replica.behind_since or now)
+        if current:
+            lag = 0.0
+        elif checked.since_replay is not None:
+            lag = max(0.0, checked.since_replay)
+        else:  # it has replayed no transaction since it started: behind for as long as it has been seen so
+            lag = now - (replica.behind_since or now)
         limit: int = settings.BOUNTY_REPLICA_MAX_LAG_SECONDS
         if lag > limit:
             return self._set_aside(replica, f"is {lag:.1f} s behind the primary, more than "

@@ -4,6 +4,8 @@ tests/deployment/test_read_replicas.py runs them against real standbys."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import psycopg
 import pytest
 from django.db import OperationalError
@@ -86,10 +88,16 @@ def test_a_bulk_backfill_the_replica_has_not_replayed_is_lag() -> None:
     assert replica.lag_seconds == 12
 
 
-def test_a_replica_behind_that_has_replayed_nothing_since_it_started_is_set_aside() -> None:
+def test_a_replica_behind_that_has_replayed_nothing_since_it_started_lags_since_it_was_first_seen_behind(
+        settings: Any) -> None:
+    settings.BOUNTY_REPLICA_MAX_LAG_SECONDS = 30
     replicas, replica = replica_set()
     replicas._judge(replica, checked(replay_lsn=900, since_replay=None, head=(39, "")), PRIMARY)
-    assert not replica.in_use
+    assert replica.in_use and replica.lag_seconds == 0.0  # just started: seen behind only now
+    assert replica.behind_since is not None
+    replica.behind_since -= 31  # seen behind, with nothing replayed, for longer than the bound
+    replicas._judge(replica, checked(replay_lsn=900, since_replay=None, head=(39, "")), PRIMARY)
+    assert not replica.in_use and replica.lag_seconds is not None and replica.lag_seconds > 30
 
 
 @pytest.mark.parametrize("in_use_before", [True, False])
