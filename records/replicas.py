@@ -146,15 +146,16 @@ class ReplicaSet:
             return PRIMARY
         return usable[0].alias
 
-    def at_least(self, floor: Floor, wait: float, *, or_primary: bool = True) -> str | None:
+    def at_least(self, floor: Floor, wait: float, *, or_primary: bool = True, trusted: bool = False) -> str | None:
         """A replica in use that holds `floor`, waiting up to `wait` seconds (on this thread) for
-        one to replay it; then the primary (`or_primary`), or None. A floor no database holds (a
-        deployment not indexed, a seq past the primary's newest change: a tag of another history,
-        or a forged one) asks for nothing."""
+        one to replay it; then the primary (`or_primary`), or None. Unless `trusted` (the feed's own
+        floors), a floor no database holds (a deployment not indexed, a seq past the primary's
+        newest change: a client's tag or position of another history, or a forged one) asks for
+        nothing."""
         if not floor or not self.replicas:
             return self.any()
         self.start()
-        floor = self._trimmed(floor)
+        floor = floor if trusted else self._trimmed(floor)
         end = time.monotonic() + wait
         while True:
             found = self._holding(floor, ask=True)
@@ -162,14 +163,16 @@ class ReplicaSet:
                 return self._chosen(found, or_primary)
             time.sleep(min(PROBE_SECONDS, left))
 
-    async def at_least_async(self, floor: Floor, wait: float, *, or_primary: bool = True) -> str | None:
+    async def at_least_async(self, floor: Floor, wait: float, *, or_primary: bool = True,
+                             trusted: bool = False) -> str | None:
         """`at_least` for the event loop: the wait is the loop's, and each question to a replica
         a short call on a database thread, so that no other client's database work waits behind it
         (Channels runs every call of a process on one thread)."""
         if not floor or not self.replicas:
             return self.any()
         self.start()
-        floor = await database_sync_to_async(self._trimmed)(floor)
+        if not trusted:
+            floor = await database_sync_to_async(self._trimmed)(floor)
         end = time.monotonic() + wait
         while True:
             found = self._holding(floor, ask=False)
@@ -205,26 +208,34 @@ class ReplicaSet:
         return PRIMARY
 
     def _trimmed(self, floor: Floor) -> dict[int, int]:
-        """The part of `floor` some database holds: the deployments the primary indexes, up to its
-        newest change (asked again, at most every PROBE_SECONDS, when the floor is past what the
-        last check saw)."""
-        heads = self._primary_heads or {}
-        if any(seq > heads[deployment].seq for deployment, seq in floor.items() if deployment in heads) or \
-                any(deployment not in heads for deployment in floor):
-            heads = self._primary_heads_now()
+        """The part of a client's `floor` that some database holds: a deployment the primary does
+        not index, or a seq past its newest change (asked now, at most every PROBE_SECONDS, when
+        the floor is past what was seen before), asks for nothing. Until the primary has been
+        asked, a seq past what was seen stands: the reader waits for it, then reads the primary."""
+        known = self._primary_heads or {}
+        if all(deployment in known and seq <= known[deployment].seq for deployment, seq in floor.items()):
+            return dict(floor)
+        heads = self._primary_heads_now()
+        if heads is None:  # not asked now: only what it cannot be is left out
+            return {deployment: seq for deployment, seq in floor.items() if not known or deployment in known}
         return {deployment: seq for deployment, seq in floor.items()
                 if deployment in heads and seq <= heads[deployment].seq}
 
-    def _primary_heads_now(self) -> dict[int, Head]:
+    def _primary_heads_now(self) -> dict[int, Head] | None:
+        """The primary's newest changes, asked now; None when it was asked less than PROBE_SECONDS
+        ago or does not answer."""
         with self._heads_lock:
-            if self._primary_asked_at is None or time.monotonic() - self._primary_asked_at >= PROBE_SECONDS:
-                self._primary_asked_at = time.monotonic()
-                try:
-                    with reading_from(PRIMARY):
-                        self._primary_heads = _heads()
-                except DatabaseError:
-                    pass  # the primary does not answer: the last check's heads stand
-            return self._primary_heads or {}
+            if self._primary_asked_at is not None and time.monotonic() - self._primary_asked_at < PROBE_SECONDS:
+                return None
+            self._primary_asked_at = time.monotonic()
+        try:
+            with reading_from(PRIMARY):
+                heads = _heads()
+        except DatabaseError:
+            return None  # the primary does not answer: the floor stands
+        with self._heads_lock:
+            self._primary_heads = heads
+        return heads
 
     def streaming(self, deployment: int, seq: int) -> None:
         """The process's live feed has told its clients of the changes through `seq`: its HTTP

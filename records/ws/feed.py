@@ -217,7 +217,7 @@ class LiveFeed:
         (`wait`) does within BOUNTY_REPLICA_WAIT_MS, or the primary."""
         assert self.deployment_id is not None
         source = await REPLICAS.at_least_async({self.deployment_id: seq},
-                                               settings.BOUNTY_REPLICA_WAIT_SECONDS if wait else 0)
+                                               settings.BOUNTY_REPLICA_WAIT_SECONDS if wait else 0, trusted=True)
         return source or PRIMARY
 
     async def _resolve(self) -> None:
@@ -281,7 +281,7 @@ class LiveFeed:
         elif REPLICAS.replicas and not any(replica.in_use for replica in REPLICAS.replicas):
             source = PRIMARY
         else:
-            source = await REPLICAS.at_least_async({deployment_id: cursor}, 0, or_primary=False)
+            source = await REPLICAS.at_least_async({deployment_id: cursor}, 0, or_primary=False, trusted=True)
         if source is None:  # no replica holds the cursor yet: nothing newer there
             return
         async with self.lock:

@@ -4,6 +4,7 @@ tests/deployment/test_read_replicas.py runs them against real standbys."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import psycopg
@@ -13,7 +14,8 @@ from django.test import RequestFactory
 from psycopg_pool import PoolTimeout
 
 from records.api.caching import MAX_FLOOR_ITEMS, etag_floor
-from records.replicas import Checked, Head, PrimaryState, Replica, ReplicaSet
+from records.replicas import PROBE_SECONDS, Checked, Head, PrimaryState, Replica, ReplicaSet
+from tests.factories import bump_version, make_deployment
 
 PRIMARY = PrimaryState(lsn=1_000, heads={1: Head(40, "d40", 500)})
 
@@ -149,3 +151,20 @@ def test_the_primary_failing_is_never_read_again() -> None:
 ])
 def test_a_request_asks_for_at_most_what_its_tags_name_well_formed(header: str, floor: dict[int, int]) -> None:
     assert etag_floor(RequestFactory().get("/bounties/1", headers={"If-None-Match": header})) == floor
+
+
+@pytest.mark.django_db
+def test_a_clients_floor_past_the_primarys_newest_change_asks_for_nothing_once_the_primary_is_asked() -> None:
+    """A tag or position of another history, or a forged one, names a seq no database holds: it
+    must not make every read wait. Until the primary has been asked, a seq past what was seen
+    stands (it may be newer than the last check)."""
+    deployment = make_deployment()
+    for _ in range(3):
+        bump_version(deployment)  # the primary's newest change: seq 3
+    replicas, _ = replica_set()
+    # Asked now: it holds seq 3 of the deployment, and no other deployment.
+    assert replicas._trimmed({deployment.pk: 2, deployment.pk + 1: 5}) == {deployment.pk: 2}
+    assert replicas._trimmed({deployment.pk: 3}) == {deployment.pk: 3}  # within what it holds: not asked
+    assert replicas._trimmed({deployment.pk: 9}) == {deployment.pk: 9}  # asked a moment ago: it stands
+    time.sleep(PROBE_SECONDS)
+    assert replicas._trimmed({deployment.pk: 9}) == {}  # asked again: past its newest change
