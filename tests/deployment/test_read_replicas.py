@@ -1,7 +1,8 @@
 """Web processes on streaming replicas (docs/operations.md, "Read replicas"), as an operator runs
 them on PostgreSQL with Redis: a primary that logs every statement with the client's name, two
-standbys made with `pg_basebackup -R` that apply what they receive 2 s and 8 s late
-(`recovery_min_apply_delay`), the indexer on the primary and one web process on each standby.
+standbys made with `pg_basebackup -R`, one 2 s behind (what it receives held back 1 s by a proxy,
+applied 1 s later: `recovery_min_apply_delay`), one applying 8 s late, the indexer on the primary
+and one web process on each standby.
 
 Live websocket clients are gap-free and end with exactly the served records; a client that
 moves to the process whose replica is further behind resumes with no snapshot and never an
@@ -33,6 +34,7 @@ from tests.deployment.test_one_history import (
     assert_holds_what_is_served,
     some_changes,
 )
+from tests.faulty_proxy import FaultyProxy
 from tests.indexer.test_run_indexer_command import wait_until
 from tests.servers import Server, ThrowawayPostgres
 
@@ -128,8 +130,13 @@ def test_web_processes_on_lagging_replicas_never_show_the_lag(chain: Chain, tmp_
             "BOUNTY_REPLICA_TIMEOUT_MS": str(TIMEOUT_MS), "BOUNTY_REPLICA_WAIT_MS": "15000",
             "BOUNTY_REPLICA_MAX_LAG_SECONDS": "30"})
         service.migrate()
-        with (ThrowawayPostgres(standby_of=primary.port, recovery_min_apply_delay="2s") as near,
+        # The nearer standby is 2 s behind in two halves: what it receives comes 1 s late (its
+        # replication connection through a proxy that holds every byte back), and it applies it
+        # 1 s later still. The further one applies 8 s late.
+        with (FaultyProxy("127.0.0.1", primary.port) as replication,
+              ThrowawayPostgres(standby_of=replication.port, recovery_min_apply_delay="1s") as near,
               ThrowawayPostgres(standby_of=primary.port, recovery_min_apply_delay="8s") as far):
+            replication.delay(1.0)
             try:
                 service.start_indexer(PGAPPNAME="bounty-indexer")
                 with web_on(service, near) as fresher, web_on(service, far) as behind:
