@@ -247,21 +247,20 @@ class ReplicaSet:
         up to `wait`) and what this process's live feed has sent (not waited for: the feed moved
         ahead of the replicas only by reading the primary, so the primary is where it is now)."""
         alias = self.at_least(floor, wait)
-        assert alias is not None
-        if alias == PRIMARY or not self.streamed or self._known(alias).holds(self.streamed):
-            return alias
-        found = self.at_least({**self.streamed, **{d: max(s, self.streamed.get(d, 0)) for d, s in floor.items()}}, 0)
-        assert found is not None
-        return found
+        replica = self._named(alias)
+        if replica is None or replica.holds(self.streamed):
+            return alias or PRIMARY
+        both = {deployment: max(seq, floor.get(deployment, 0)) for deployment, seq in self.streamed.items()}
+        return self.at_least({**floor, **both}, 0) or PRIMARY
 
-    def _known(self, alias: str) -> Replica:
-        return next(replica for replica in self.replicas if replica.alias == alias)
+    def _named(self, alias: str | None) -> Replica | None:
+        """The replica of that alias; None for the primary."""
+        return next((replica for replica in self.replicas if replica.alias == alias), None)
 
     def learnt(self, alias: str, seqs: Mapping[int, int]) -> None:
         """A read of `alias` found these seqs: it holds them."""
-        for replica in self.replicas:
-            if replica.alias == alias:
-                replica.learnt(seqs)
+        if (replica := self._named(alias)) is not None:
+            replica.learnt(seqs)
 
     def failed(self, alias: str, error: BaseException) -> bool:
         """A read on `alias` failed with `error`: whether to read it again on the primary. A
@@ -278,9 +277,8 @@ class ReplicaSet:
             return True
         if sqlstate is not None and not sqlstate.startswith(NOT_ANSWERING):
             return False
-        for replica in self.replicas:
-            if replica.alias == alias:
-                self._set_aside(replica, f"did not answer a read: {type(cause).__name__}")
+        if (replica := self._named(alias)) is not None:
+            self._set_aside(replica, f"did not answer a read: {type(cause).__name__}")
         return True
 
     def health(self) -> list[ReplicaHealth]:

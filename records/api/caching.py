@@ -34,7 +34,7 @@ from django.utils.http import parse_etags
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from bountysite.databases import read_alias
+from bountysite.databases import PRIMARY, read_alias
 from records.api.errors import RETRY_AFTER_SECONDS, error_response
 from records.history import MAX_SEQ
 from records.limits import Claim, request_client, spend_cache_budget, unpaged_list_claims
@@ -119,7 +119,8 @@ def cached_json(request: HttpRequest, answer: Hashable, deployments: DeploymentF
     read and never fetches or renders the body. A body is built in one read snapshot with the
     data version it is cached and tagged under."""
     version = data_version(deployments)
-    REPLICAS.learnt(read_alias(), version_floor(version))
+    if read_alias() != PRIMARY:  # what the replica holds, learnt for the next reads that need it
+        REPLICAS.learnt(read_alias(), version_floor(version))
     tag_key, body_key = _entry_keys(answer, version)
     etag: str | None = cache.get(tag_key) if request.headers.get("If-None-Match") else None
     if etag is not None and if_none_match(request, etag):

@@ -263,8 +263,8 @@ class LiveFeed:
         database restored, promoted or replaced under the process holds another history, whose
         changes are never sent on from a position of the one before (HistoryChanged).
 
-        They are read from a replica that holds the newest change announced (waiting for one to
-        replay it, within BOUNTY_REPLICA_WAIT_MS), or else from the primary; on a poll with none
+        They are read from a replica that holds the next change when more were announced (waiting
+        for one to replay it, within BOUNTY_REPLICA_WAIT_MS), or else from the primary; on a poll with none
         announced, from a replica that holds the cursor, if one does (records.replicas). While no
         announcements come (no Redis), the primary is asked its newest change every
         BOUNTY_REPLICA_WAIT_MS instead, so that a lagging replica delays a change no longer."""
