@@ -8,8 +8,9 @@ ASGI layer bountysite/bodiless.py, which holds under any ASGI server. `bountysit
 tests/websocket/test_daphne_http.py serves one bare ASGI application from two real daphne
 processes, one with the bends and one without: for each bend one test fails if the bend is wrong,
 and one fails once an upgrade makes it unnecessary (upstream then does it alone: delete the bend
-and its tests); tests/api/test_slow_readers.py checks both through Django, with a database cursor
-to close and a spool taken back for room.
+and its tests); tests/api/test_slow_readers.py checks the first two through Django, with a
+database cursor to close and a spool taken back for room, and tests/api/test_reason_phrases.py the
+reason phrases through the service's rate limit.
 
 **HTTP bodies with backpressure, and a stall limit.** Upstream: `http.response.body` completes at
 once, as `websocket.send` did before bountysite/daphne_ws.py's backpressure: a streamed body (an
@@ -39,12 +40,24 @@ longer, and this client and every later one whose application fails are left wai
 unpaged list whose spool was taken back for room (records.spools) to end its reader's response
 and leave the server as it was. The bend aborts such a connection instead: the client sees the
 body end short of its Content-Length.
+
+**Reason phrases.** Upstream: daphne sets a response's status with Twisted's
+`Request.setResponseCode(status)`, and an ASGI application cannot pass a phrase; Twisted takes the
+phrase from its table `twisted.web.http.RESPONSES`, which stops at RFC 2616's statuses, and writes
+`Unknown Status` for any other: the rate limit's 429 goes out as `HTTP/1.1 429 Unknown Status`
+(and so would 422, 428 or 451). Clients show that phrase: Python's `requests` raises `429 Client
+Error: Unknown Status for url`, a browser's `fetch` gives `statusText` "Unknown Status". We need
+every status to carry its own phrase. The bend gives daphne's requests a `setResponseCode` that
+passes Twisted the phrase of `http.HTTPStatus` (today's wording, RFC 9110's: `408 Request
+Timeout`, not Twisted's `Request Time-out`) for any status it knows, and leaves a status it does
+not know to Twisted; Twisted's table, which other code in the process may read, is not changed.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from http import HTTPStatus
 from typing import Any
 
 from daphne.http_protocol import WebRequest
@@ -65,6 +78,7 @@ class Upstream:
     server_handle_reply: Any = None
     request_finish = WebRequest.finish
     handle_exception = WebRequest.handle_exception
+    set_response_code = WebRequest.setResponseCode
 
 
 class Limits:
@@ -123,6 +137,15 @@ def _handle_exception(self: Any, exception: BaseException) -> None:
     Upstream.handle_exception(self, exception)
 
 
+# -------------------------------------------------------------------------------------------------- reason phrases
+
+PHRASES = {status.value: status.phrase.encode("ascii") for status in HTTPStatus}
+
+
+def _set_response_code(self: Any, code: int, message: bytes | None = None) -> None:
+    Upstream.set_response_code(self, code, PHRASES.get(code) if message is None else message)
+
+
 def install(*, http_stall_seconds: float = HTTP_STALL_SECONDS) -> None:
     """Applies every HTTP bend (idempotent); `http_stall_seconds` is the stall limit."""
     Limits.http_stall_seconds = http_stall_seconds
@@ -131,3 +154,4 @@ def install(*, http_stall_seconds: float = HTTP_STALL_SECONDS) -> None:
         Server.handle_reply = _server_handle_reply  # bodies with backpressure, the stall limit
     WebRequest.finish = _request_finish  # the same: the request's producer unregistered
     WebRequest.handle_exception = _handle_exception  # a failure after the response started
+    WebRequest.setResponseCode = _set_response_code  # reason phrases

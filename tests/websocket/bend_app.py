@@ -16,8 +16,9 @@ installed, SEND_BUFFER_BYTES and HTTP_STALL_SECONDS their settings). Websockets,
   `{"extension": false}`.
 
 HTTP, by path: `/fail` starts a response of FAILED_LENGTH bytes, sends 10 of them, then raises;
-any other request is answered as the websocket's `/flood`: FLOOD_MESSAGES body messages of 1 MiB,
-then a last one, `{"flood_seconds": ...}`.
+`/status?code=N` answers status N with an empty body; any other request is answered as the
+websocket's `/flood`: FLOOD_MESSAGES body messages of 1 MiB, then a last one,
+`{"flood_seconds": ...}`.
 """
 
 from __future__ import annotations
@@ -51,6 +52,11 @@ async def application(scope: dict[str, Any], receive: Callable[[], Awaitable[dic
                     "headers": [(b"content-length", str(FAILED_LENGTH).encode())]})
         await send({"type": "http.response.body", "body": b"x" * 10, "more_body": True})
         raise RuntimeError("failed after the response started")
+    if scope["type"] == "http" and scope["path"] == "/status":
+        code = int(parse_qs(scope["query_string"].decode())["code"][0])
+        await send({"type": "http.response.start", "status": code, "headers": [(b"content-length", b"0")]})
+        await send({"type": "http.response.body", "body": b""})
+        return
     if scope["type"] == "http":
         await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
         started = time.perf_counter()

@@ -1,13 +1,15 @@
 """bountysite/daphne_http.py, bend by bend, against real daphne processes: one serving a bare
 application (bend_app.py) with the bends installed, one serving it as daphne upstream does. For
 each bend, one test fails if the bend is wrong, and one fails once an upgrade of daphne (or
-Twisted) makes it unnecessary -- then delete the bend and its tests. Both through Django, with a
-database cursor to close and a spool taken back for room: tests/api/test_slow_readers.py."""
+Twisted) makes it unnecessary -- then delete the bend and its tests. The first two through Django,
+with a database cursor to close and a spool taken back for room: tests/api/test_slow_readers.py;
+the reason phrases through the service's rate limit: tests/api/test_reason_phrases.py."""
 
 from __future__ import annotations
 
 import socket
 import time
+from http import HTTPStatus
 
 from tests.servers import Server
 from tests.websocket.bend_app import FAILED_LENGTH, FLOOD_MESSAGES, HTTP_STALL_SECONDS
@@ -47,6 +49,43 @@ def test_an_http_client_that_takes_nothing_is_cut_off_after_the_stall_limit(bent
     assert closed, f"the connection is still open after {len(received)} bytes"
     assert len(received) < FLOOD_MESSAGES * (1 << 20) // 2
     assert not LAST_MESSAGE.search(received)
+
+
+# -------------------------------------------------------------------------------------------------- reason phrases
+
+FINAL_STATUSES = [status for status in HTTPStatus if status >= 200]
+
+
+def _status_line(server: Server, code: int) -> str:
+    """The status line of the server's answer to `/status?code=<code>`, as a raw HTTP/1.1 client reads it."""
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as raw:
+        raw.sendall(f"GET /status?code={code} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".encode())
+        received = b""
+        while b"\r\n" not in received:
+            chunk = raw.recv(4096)
+            assert chunk, f"the connection closed before the status line: {received!r}"
+            received += chunk
+    return received.split(b"\r\n", 1)[0].decode("latin-1")
+
+
+def _wrong_phrases(server: Server) -> dict[int, str]:
+    """Every final status HTTP knows whose status line from `server` is not `HTTP/1.1 <code> <its phrase>`."""
+    lines = {status.value: _status_line(server, status.value) for status in FINAL_STATUSES}
+    return {code: line for code, line in lines.items() if line != f"HTTP/1.1 {code} {HTTPStatus(code).phrase}"}
+
+
+def test_a_429_says_too_many_requests_on_its_status_line(bent: Server) -> None:
+    assert _status_line(bent, 429) == "HTTP/1.1 429 Too Many Requests"
+
+
+def test_every_status_carries_its_reason_phrase(bent: Server) -> None:
+    assert _wrong_phrases(bent) == {}
+
+
+def test_daphne_alone_still_sends_statuses_without_their_phrase(upstream: Server) -> None:
+    wrong = _wrong_phrases(upstream)
+    assert wrong, "daphne sends every status's phrase now: the reason-phrase bend can go"
+    assert wrong.get(429) == "HTTP/1.1 429 Unknown Status", wrong
 
 
 # ---------------------------------------------------------------------------- a failure after the response started
