@@ -5,7 +5,8 @@ dropped connection from an opaque position (docs/api.md, The websocket).
 another, it hands over each complete snapshot and each live message once, in order, and says
 where to resume from (`resume_from`, a position) and so which URL to connect to next
 (`next_url`). `watch_events` runs it over real connections with the `websockets` package
-(`pip install "./bounty_client[events]"`), reconnecting after a drop with a doubling backoff.
+(`pip install "./bounty_client[events]"`), reconnecting after a drop with a doubling backoff, or
+within a short random window after the server restarts (`Backoff`).
 
 A position is opaque: it is only ever stored and sent back, never built or parsed (one looks like
 `41.3f9a…` today). `seq` still orders the messages of one history, so repeats are dropped by seq,
@@ -32,6 +33,9 @@ Record = BountyRecord | SubmissionRecord | DisputeRecord
 # Close codes after which the service wants a longer pause: a limit was exceeded (1008), or no
 # snapshot slot was free (1013).
 LIMIT_CLOSE_CODES = frozenset({1008, 1013})
+# Close codes of a server going away on purpose (1001) or restarting (1012): not a failure, so the
+# client comes back within a short random window instead of on a grown backoff.
+RESTART_CLOSE_CODES = frozenset({1001, 1012})
 NO_CLOSE_CODE = 1006  # the connection ended without a close frame (or never opened)
 
 _KINDS = ("bounty", "submission", "dispute")
@@ -176,16 +180,28 @@ class Backoff:
     1008 or 1013 close (a limit, or no snapshot slot free), within the same ceiling. Each pause is
     drawn at random between half of that and all of it (jitter), so clients that lost their
     connections together do not come back together. `reset()` starts again from `initial`.
+
+    A 1012 or 1001 close (the server restarts, or goes away) is not a failure: the pause is drawn
+    uniformly between 0 and `restart_window` seconds (within the ceiling), and the doubling does
+    not grow for it, so the clients of a restarted process come back at once, spread over the
+    window. That quick return is taken once until a message is delivered again (`reset()`): a
+    second 1012 or 1001 without one in between waits the doubling pause, as any other close, so a
+    server that keeps restarting is not hammered.
     """
 
     initial: float = 1.0
     ceiling: float = 60.0
     limit_factor: float = 5.0
+    restart_window: float = 1.0
     rng: Callable[[], float] = random.random  # a number in [0, 1)
     _failures: int = field(default=0, init=False)
+    _restart_taken: bool = field(default=False, init=False)  # a quick return since the last message
 
     def next_delay(self, close_code: int) -> float:
         """The seconds to wait before the next connection, after one that closed with `close_code`."""
+        if close_code in RESTART_CLOSE_CODES and not self._restart_taken:
+            self._restart_taken = True
+            return self.rng() * min(self.restart_window, self.ceiling)
         delay = self.initial * 2.0 ** min(self._failures, 62)
         if close_code in LIMIT_CLOSE_CODES:
             delay *= self.limit_factor
@@ -194,8 +210,10 @@ class Backoff:
         return delay / 2 + self.rng() * delay / 2
 
     def reset(self) -> None:
-        """The next pause is `initial` again (a connection delivered messages)."""
+        """The next pause is `initial` again, or the restart window after a 1012 or 1001 (a
+        connection delivered messages)."""
         self._failures = 0
+        self._restart_taken = False
 
 
 async def watch_events(
@@ -217,8 +235,9 @@ async def watch_events(
     last one applied to resume from it later (`since=`). When the connection drops, or the service
     closes it, it connects again with `?since=<the last position applied>` after a pause
     (`backoff`, a `Backoff()` by default: 1 s doubling to 60 s, five times as long after a 1008 or
-    1013, with jitter); `on_disconnect(close_code, pause)` is called first (1006 when there was no
-    close frame or no connection). A message that does not parse, or is not of the documented
+    1013, with jitter; between 0 and 1 s after a 1012 or 1001, a restart, once until a message
+    comes again); `on_disconnect(close_code, pause)` is called first (1006 when there was no close
+    frame or no connection). A message that does not parse, or is not of the documented
     shape, ends the connection the same way; the fold goes on from the last message applied. If
     the service cannot vouch for the position, it sends a snapshot, handed over as such. Messages
     of any size are accepted (a record's metadata URI may be long). An exception of a handler

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -126,6 +127,27 @@ def test_the_jitter_draws_each_pause_between_half_and_all_of_it() -> None:
     assert [backoff.next_delay(1006) for _ in range(3)] == [2.0, 3.0, pytest.approx(3.998)]
 
 
+@pytest.mark.parametrize("code", [1012, 1001])
+def test_after_a_restart_the_pause_is_drawn_from_the_window_and_the_doubling_does_not_grow(code: int) -> None:
+    draws = iter([1.0, 1.0, 0.0, 1.0, 0.5])
+    backoff = Backoff(initial=1.0, ceiling=60.0, restart_window=0.4, rng=lambda: next(draws))
+    # 4, not 8: the restart did not count as a failure
+    assert [backoff.next_delay(c) for c in (1006, 1006, code, 1006)] == [1.0, 2.0, 0.0, 4.0]
+    backoff.reset()
+    assert backoff.next_delay(code) == 0.2
+
+
+def test_a_second_restart_without_a_message_in_between_waits_the_doubling_pause() -> None:
+    backoff = Backoff(initial=1.0, ceiling=60.0, restart_window=0.4, rng=lambda: 1.0)
+    assert [backoff.next_delay(code) for code in (1012, 1001, 1012, 1006, 1012)] == [0.4, 1.0, 2.0, 4.0, 8.0]
+    backoff.reset()
+    assert [backoff.next_delay(code) for code in (1001, 1006, 1012)] == [0.4, 1.0, 2.0]
+
+
+def test_the_restart_window_is_within_the_ceiling() -> None:
+    assert Backoff(ceiling=0.2, rng=lambda: 0.5).next_delay(1012) == 0.1
+
+
 # ------------------------------------------------------------------ watch_events against a server
 
 Script = list[Callable[[ServerConnection], Any]]
@@ -139,11 +161,13 @@ class ScriptedService:
     script: Script
     url: str = ""
     paths: list[str] = field(default_factory=list)
+    opened_at: list[float] = field(default_factory=list)  # time.monotonic() of each connection
 
     async def handle(self, connection: ServerConnection) -> None:
         number = len(self.paths)
         assert connection.request is not None
         self.paths.append(connection.request.path)
+        self.opened_at.append(time.monotonic())
         if number < len(self.script):
             await self.script[number](connection)
         else:
@@ -275,4 +299,24 @@ def test_it_backs_off_doubling_while_the_service_cannot_be_reached_and_longer_af
             async with watching(service.url, backoff=backoff) as watched:
                 await watched.until(lambda: len(watched.disconnects) >= 2, "two 1013 closes")
                 assert watched.disconnects[:2] == [(1013, 0.05), (1013, 0.1)]
+    asyncio.run(run())
+
+
+def test_it_comes_back_within_the_restart_window_after_a_1012_and_on_the_backoff_after_a_1011() -> None:
+    async def run() -> None:
+        async with scripted_service(
+            sends(complete(3, "3.a"), close=1012),  # the server restarts
+            sends(close=1012),                      # and again, before a message: no quick return
+            sends(live("bounty.created", 1, 4, "4.a"), close=1011),
+        ) as service:
+            backoff = Backoff(initial=1.0, ceiling=1.0, restart_window=0.05, rng=lambda: 0.5)
+            async with watching(service.url, backoff=backoff) as watched:
+                await watched.until(lambda: len(service.opened_at) == 4, "the fourth connection")
+                assert watched.disconnects == [(1012, 0.025), (1012, 0.75), (1011, 0.75)]
+                first, second, third, fourth = service.opened_at
+                assert second - first < 0.5
+                assert third - second >= 0.75
+                assert fourth - third >= 0.75
+                assert service.paths == ["/ws/events", "/ws/events?since=3.a", "/ws/events?since=3.a",
+                                         "/ws/events?since=4.a"]
     asyncio.run(run())

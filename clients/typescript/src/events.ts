@@ -88,7 +88,7 @@ export interface WatchHandlers {
   onSnapshot?(snapshot: Snapshot): void;
   /** A live message, in seq order: `*.removed` deletes the record, every other type replaces it. */
   onEvent?(event: LiveEvent): void;
-  /** The connection dropped (`code`); it is opened again after `delayMs` (see `reconnectDelayMs`). */
+  /** The connection dropped (`code`); it is opened again after `delayMs` (see `reconnectDelayMs`, `restartWindowMs`). */
   onDisconnect?(code: number, delayMs: number): void;
   /** A message that does not parse (the connection is then opened again, resuming), or a handler's exception. */
   onError?(error: unknown): void;
@@ -108,12 +108,22 @@ export interface WatchOptions {
    * row that ends before a message arrived, up to `maxReconnectDelayMs`, and is five times as long
    * after a 1008 or 1013 close (a limit, or no snapshot slot free); each wait is drawn between half
    * of that and all of it, so that clients dropped together do not come back together. A
-   * connection that delivers a message starts again from the first.
+   * connection that delivers a message starts again from the first. After a 1012 or 1001 close,
+   * see `restartWindowMs`.
    */
   reconnectDelayMs?: number;
   /** The longest wait before reconnecting (default 60000 ms). */
   maxReconnectDelayMs?: number;
-  /** A number in [0, 1), for the jitter (default `Math.random`). */
+  /**
+   * The window of the wait after a 1012 or 1001 close, the server restarting or going away
+   * (default 1000 ms): not a failure, so the wait is drawn uniformly between 0 and this (within
+   * `maxReconnectDelayMs`) and the doubling wait does not grow for it; the clients of a restarted
+   * server come back at once, spread over the window. That quick return is taken once until a
+   * message arrives again: a second 1012 or 1001 without one in between waits the doubling wait,
+   * as any other close, so a server that keeps restarting is not hammered.
+   */
+  restartWindowMs?: number;
+  /** A number in [0, 1), for the jitter and the restart window (default `Math.random`). */
   random?: () => number;
 }
 
@@ -132,14 +142,22 @@ export function eventsUrl(baseUrl: string): string {
   return url.toString();
 }
 
+/**
+ * Follows `/ws/events` of the service at `baseUrl` (`http(s)://` or `ws(s)://`) until `close()`:
+ * `onSnapshot` gets every complete snapshot, `onEvent` every live message after it, once each, in
+ * order. After a drop it connects again, resuming, after a wait: a growing one after a failure
+ * (`reconnectDelayMs`), a short random one after the server restarts (`restartWindowMs`).
+ */
 export function watchEvents(baseUrl: string, handlers: WatchHandlers, options: WatchOptions = {}): Watch {
   const Socket = options.WebSocket ?? (globalThis as unknown as { WebSocket?: WebSocketConstructor }).WebSocket;
   if (Socket === undefined) throw new Error("no WebSocket: pass one in options.WebSocket (the `ws` package in Node 20)");
   const url = eventsUrl(baseUrl);
   const firstDelay = options.reconnectDelayMs ?? 1000;
   const maxDelay = options.maxReconnectDelayMs ?? 60_000;
+  const restartWindow = options.restartWindowMs ?? 1000;
   const random = options.random ?? Math.random;
   let failures = 0; // connections in a row that ended before a message arrived
+  let restartTaken = false; // a quick return after a 1012 or 1001 since the last message
   let resumeFrom: string | null = options.since ?? null;
   let lastSeq: number | null = null; // of the last message applied: a repeat has no greater one
   let building: Omit<Snapshot, "position"> | null = null;
@@ -180,6 +198,7 @@ export function watchEvents(baseUrl: string, handlers: WatchHandlers, options: W
     socket = ws;
     ws.onmessage = (event) => {
       failures = 0;
+      restartTaken = false;
       let message: Message;
       try {
         message = JSON.parse(String(event.data)) as Message;
@@ -201,10 +220,16 @@ export function watchEvents(baseUrl: string, handlers: WatchHandlers, options: W
       if (socket !== ws) return;
       socket = null;
       if (closed) return;
-      const limited = event.code === 1008 || event.code === 1013;
-      const ceiling = Math.min(firstDelay * 2 ** Math.min(failures, 30) * (limited ? 5 : 1), maxDelay);
-      const delayMs = ceiling / 2 + random() * (ceiling / 2);
-      failures += 1;
+      let delayMs: number;
+      if ((event.code === 1012 || event.code === 1001) && !restartTaken) {
+        restartTaken = true;
+        delayMs = random() * Math.min(restartWindow, maxDelay);
+      } else {
+        const limited = event.code === 1008 || event.code === 1013;
+        const ceiling = Math.min(firstDelay * 2 ** Math.min(failures, 30) * (limited ? 5 : 1), maxDelay);
+        delayMs = ceiling / 2 + random() * (ceiling / 2);
+        failures += 1;
+      }
       handlers.onDisconnect?.(event.code, delayMs);
       timer = setTimeout(connect, delayMs);
     };

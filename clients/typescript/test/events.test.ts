@@ -2,11 +2,18 @@
 // re-index) in the middle of a connection, a message the service repeats, and a resume the service
 // answers with a snapshot (a position of another history). The socket is a scripted stand-in;
 // test/vectors.test.ts holds it to the shared `events` vectors, test/service.test.ts runs it
-// against the real service.
+// against the real service. The reconnect's waits are checked here, the last one on the wire
+// against a `ws` server on loopback.
 import assert from "node:assert/strict";
+import { once } from "node:events";
+import type { AddressInfo } from "node:net";
 import { describe, it } from "node:test";
 
-import { eventsUrl, type LiveEvent, type Snapshot, watchEvents } from "../src/index.js";
+import WebSocket, { WebSocketServer } from "ws";
+
+import {
+  eventsUrl, type LiveEvent, type Snapshot, watchEvents, type WebSocketConstructor,
+} from "../src/index.js";
 import { later, ScriptedSocket } from "./scripted-socket.js";
 
 const bounty = (id: number) => ({ id, status: "open" });
@@ -93,6 +100,73 @@ describe("watchEvents", () => {
     const expected = [2, 6, 39.98, 24, 30, 3, 30];
     delays.forEach(([, delay], i) => assert.ok(Math.abs(delay - expected[i]!) < 0.01, `${delay} != ${expected[i]}`));
     assert.equal(ScriptedSocket.opened.length, 8);
+  });
+
+  it("comes back within the restart window after a 1012 or 1001, once until a message arrives, without growing the wait", async () => {
+    ScriptedSocket.opened = [];
+    const delays: [number, number][] = [];
+    const watch = watchEvents("https://bounties.example.org/", { onDisconnect: (code, delayMs) => delays.push([code, delayMs]) },
+      { WebSocket: ScriptedSocket, reconnectDelayMs: 4, maxReconnectDelayMs: 40, restartWindowMs: 10, random: () => 0.5 });
+    const dropNext = async (code: number): Promise<void> => {
+      ScriptedSocket.opened.at(-1)!.onclose?.({ code });
+      await later(60);
+    };
+    const deliver = (): void =>
+      ScriptedSocket.opened.at(-1)!.send({ type: "snapshot.complete", payload: { bounties: 0, submissions: 0, disputes: 0 }, seq: 1, position: "1.p" });
+    await dropNext(1006); // 4: 3
+    await dropNext(1006); // 8: 6
+    await dropNext(1012); // the restart window, drawn at its half: 5
+    await dropNext(1006); // 16, not 32: the restart was no failure; 12
+    deliver();
+    await dropNext(1001); // 5
+    await dropNext(1012); // a second restart without a message in between: the doubling wait, 4: 3
+    await dropNext(1001); // 8: 6
+    deliver();
+    await dropNext(1012); // 5
+    watch.close();
+    assert.deepEqual(delays, [[1006, 3], [1006, 6], [1012, 5], [1006, 12], [1001, 5], [1012, 3], [1001, 6], [1012, 5]]);
+
+    delays.length = 0;
+    const short = watchEvents("https://bounties.example.org/", { onDisconnect: (code, delayMs) => delays.push([code, delayMs]) },
+      { WebSocket: ScriptedSocket, maxReconnectDelayMs: 20, random: () => 0.5 });
+    await dropNext(1012); // the default window, 1000 ms, within the ceiling of 20, drawn at its half: 10
+    short.close();
+    assert.deepEqual(delays, [[1012, 10]]);
+  });
+
+  it("on the wire: comes back within the restart window after a 1012, and after the doubling wait after a 1011", async () => {
+    const server = new WebSocketServer({ host: "127.0.0.1", port: 0 });
+    await once(server, "listening");
+    const paths: string[] = [];
+    const openedAt: number[] = [];
+    // Each connection's part: a message or none, then a close; the fourth stays open.
+    const script: [boolean, number][] = [[true, 1012], [false, 1012], [true, 1011]];
+    server.on("connection", (socket, request) => {
+      paths.push(request.url ?? "");
+      openedAt.push(performance.now());
+      const [message, code] = script[paths.length - 1] ?? [false, 0];
+      const seq = paths.length;
+      if (message) socket.send(JSON.stringify({ type: "bounty.created", payload: bounty(seq), seq, position: `${seq}.p` }));
+      if (code !== 0) socket.close(code);
+    });
+    const delays: [number, number][] = [];
+    const watch = watchEvents(`http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+      { onDisconnect: (code, delayMs) => delays.push([code, delayMs]) },
+      { WebSocket: WebSocket as unknown as WebSocketConstructor, reconnectDelayMs: 1000, maxReconnectDelayMs: 1000,
+        restartWindowMs: 50, random: () => 0.5 });
+    try {
+      for (const deadline = performance.now() + 10_000; openedAt.length < 4 && performance.now() < deadline;) await later(10);
+    } finally {
+      watch.close();
+      for (const client of server.clients) client.terminate();
+      server.close();
+    }
+    assert.deepEqual(delays, [[1012, 25], [1012, 750], [1011, 750]]);
+    assert.deepEqual(paths, ["/ws/events", "/ws/events?since=1.p", "/ws/events?since=1.p", "/ws/events?since=3.p"]);
+    const [first, second, third, fourth] = openedAt as [number, number, number, number];
+    assert.ok(second - first < 500, `back ${second - first} ms after the first 1012`);
+    assert.ok(third - second >= 745, `back ${third - second} ms after the second 1012`);
+    assert.ok(fourth - third >= 745, `back ${fourth - third} ms after the 1011`);
   });
 
   it("makes the websocket address from the service's", () => {
