@@ -296,6 +296,10 @@ BOUNTY_WS_MAX_MESSAGE_BYTES = env_int("BOUNTY_WS_MAX_MESSAGE_BYTES", 4_096, mini
 DAPHNE_WEBSOCKET_MAX_MESSAGE_SIZE = BOUNTY_WS_MAX_MESSAGE_BYTES
 BOUNTY_WS_MAX_BACKLOG = env_int("BOUNTY_WS_MAX_BACKLOG", 10_000, minimum=1)  # live messages queued per client
 BOUNTY_WS_POLL_SECONDS = env_int("BOUNTY_WS_POLL_MS", 50, minimum=10, maximum=60_000) / 1000
+# The live feed's memory of the changes it sent last (records.ws.recent): a client resuming inside it
+# costs the database nothing. 10,000 messages of about 1 KB (text and frame) take about 25 MB.
+BOUNTY_WS_RECENT_MESSAGES = env_int("BOUNTY_WS_RECENT_MESSAGES", 10_000, minimum=1)
+BOUNTY_WS_RECENT_BYTES = env_int("BOUNTY_WS_RECENT_BYTES", 64 * 1024**2, minimum=1024**2)
 # The kernel's send buffer of a websocket (bountysite/daphne_ws.py, Backpressure): what may wait for a slow client.
 BOUNTY_WS_SEND_BUFFER_BYTES = env_int("BOUNTY_WS_SEND_BUFFER_BYTES", 131_072, minimum=4_096)
 # Snapshots (docs/api.md, Limits and close codes) are read from the database into spools
@@ -356,6 +360,10 @@ if _database["ENGINE"] != "django.db.backends.sqlite3":
             f"DATABASE_POOL_MAX ({_pool_max}) must be at least BOUNTY_WS_SNAPSHOT_READERS "
             f"({BOUNTY_WS_SNAPSHOT_READERS}) + 1 for the websocket feed + BOUNTY_HTTP_MAX_STREAMS "
             f"({BOUNTY_HTTP_MAX_STREAMS}) + 1 for every other request ({_pool_needs}): raise it, or lower the others")
+# The websocket's other reads (records.lanes: resumes older than the feed's memory, a snapshot's
+# data version, a replica's questions) run on as many threads as the pool has connections beyond
+# those held back above, plus the one every other request shares; SQLite has no pool: 2.
+BOUNTY_WS_READ_THREADS = 2 if _database["ENGINE"] == "django.db.backends.sqlite3" else _pool_max - _pool_needs + 1
 
 # CORS (django-cors-headers; docs/api.md, Cross-origin requests): pages on the allowed origins may
 # read the public routes, the front page and the schema. Never the admin, /metrics or the docs

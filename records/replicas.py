@@ -32,13 +32,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Literal, NamedTuple, TypedDict, TypeVar
 
-from channels.db import database_sync_to_async
 from django.conf import settings
 from django.db import DatabaseError, connections
 from psycopg_pool import PoolTimeout
 
 from bountysite.databases import PRIMARY, read_alias, reading_from, replica_aliases
 from indexer.models import ChangeLogEntry, SyncState
+from records.lanes import READS, Lane
 from records.metrics import REPLICA_FALLBACKS, REPLICA_IN_USE, REPLICA_LAG
 
 logger = logging.getLogger(__name__)
@@ -164,20 +164,20 @@ class ReplicaSet:
             time.sleep(min(PROBE_SECONDS, left))
 
     async def at_least_async(self, floor: Floor, wait: float, *, or_primary: bool = True,
-                             trusted: bool = False) -> str | None:
+                             trusted: bool = False, lane: Lane = READS) -> str | None:
         """`at_least` for the event loop: the wait is the loop's, and each question to a replica
-        a short call on a database thread, so that no other client's database work waits behind it
-        (Channels runs every call of a process on one thread)."""
+        a short call on a thread of `lane` (records.lanes), so that no other client's database
+        work waits behind it."""
         if not floor or not self.replicas:
             return self.any()
         self.start()
         if not trusted:
-            floor = await database_sync_to_async(self._trimmed)(floor)
+            floor = await lane.run(self._trimmed, floor)
         end = time.monotonic() + wait
         while True:
             found = self._holding(floor, ask=False)
             if found is None:
-                found = await database_sync_to_async(self._holding)(floor, ask=True)
+                found = await lane.run(self._holding, floor, ask=True)
             if found is not None or (left := end - time.monotonic()) <= 0 or not self._usable():
                 return self._chosen(found, or_primary)
             await asyncio.sleep(min(PROBE_SECONDS, left))

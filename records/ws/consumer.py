@@ -16,6 +16,8 @@ from typing import Any
 from urllib.parse import parse_qs
 
 import orjson
+from channels.consumer import get_handler_name
+from channels.exceptions import StopConsumer
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
@@ -49,6 +51,23 @@ class EventsConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]
             if self.stream is not None:
                 self.stream.cancel()
             self.slot.release()
+
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        """Channels' dispatch, without its `aclose_old_connections()` before every handler: that
+        call runs on the process's one thread for synchronous work (asgiref's), so under a
+        reconnect storm every handshake queued there before it was accepted, thousands in a row,
+        and daphne dropped the upgrades not accepted within 5 s. This consumer reads the database
+        only on its lanes (records.lanes), which look after their own connections."""
+        handler = getattr(self, get_handler_name(message), None)
+        if handler is None:
+            raise ValueError(f"No handler for message type {message['type']}")
+        await handler(message)
+
+    async def websocket_disconnect(self, message: dict[str, Any]) -> None:
+        """Channels' own, without the channel layer's groups (none: channel_layer_alias) and
+        without `aclose_old_connections()` (`dispatch`)."""
+        await self.disconnect(message["code"])
+        raise StopConsumer
 
     async def connect(self) -> None:
         self.budget = MessageBudget()

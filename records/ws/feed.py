@@ -22,12 +22,12 @@ clients like any other message; then each of them gets a new snapshot and joins 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
-from collections.abc import Callable
-from typing import Any, TypeVar, cast
+from collections.abc import Awaitable, Callable, Hashable
+from typing import Any, Generic, TypeVar, cast
 
-from channels.db import database_sync_to_async
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.conf import settings
 from django.db import DatabaseError
@@ -36,6 +36,7 @@ from bountysite.databases import PRIMARY, reading_from
 from bountysite.redis_reach import FAILURES, REDIS, RETRY_SECONDS
 from records.changes import CHANGES_GROUP, MessageType
 from records.history import MAX_SEQ, Position
+from records.lanes import FEED, READS, Lane
 from records.metrics import WS_MESSAGES, WS_SLOWEST_QUEUE
 from records.replicas import REPLICAS
 from records.selectors import (
@@ -49,16 +50,19 @@ from records.selectors import (
 from records.ws.closes import INTERNAL_ERROR, Refusal
 from records.ws.messages import LiveMessage, MessageBatch, encode, text_frame
 from records.ws.outbox import Outbox, Send
+from records.ws.recent import RecentChanges, Remembered
 
 logger = logging.getLogger(__name__)
 
 READ_CHUNK = 1_000  # change-log rows per query
 T = TypeVar("T")
+K = TypeVar("K", bound=Hashable)
 
 
-async def on(alias: str, read: Callable[..., T], *args: Any) -> T:
-    """`read(*args)` on a database thread, reading from `alias` (records.replicas); a replica
-    that fails under it is set aside, and the caller's next try reads elsewhere."""
+async def on(alias: str, read: Callable[..., T], *args: Any, lane: Lane = READS) -> T:
+    """`read(*args)` on a thread of `lane` (records.lanes), reading from `alias`
+    (records.replicas); a replica that fails under it is set aside, and the caller's next try
+    reads elsewhere."""
     def reading() -> T:
         with reading_from(alias):
             try:
@@ -66,8 +70,7 @@ async def on(alias: str, read: Callable[..., T], *args: Any) -> T:
             except DatabaseError as error:
                 REPLICAS.failed(alias, error)
                 raise
-    result: T = await database_sync_to_async(reading)()
-    return result
+    return await lane.run(reading)
 
 
 class Resync(Exception):
@@ -102,8 +105,27 @@ class Changes(list[tuple[int, bytes, bytes]]):
     resync: bool = False
     last: Position | None = None  # the position after the last of them
 
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.digests: list[str] = []  # of each change, in order (records.history)
+        self.resync_seqs: set[int] = set()  # the seqs of `resync` messages among them
+
     def batch(self) -> MessageBatch:
         return MessageBatch([text for _, text, _ in self], b"".join(frame for _, _, frame in self))
+
+    def remembered(self) -> list[Remembered]:
+        """The messages as the feed's memory keeps them (records.ws.recent)."""
+        return [Remembered(seq, digest, text, frame, seq in self.resync_seqs)
+                for (seq, text, frame), digest in zip(self, self.digests, strict=True)]
+
+    @classmethod
+    def of(cls, remembered: list[Remembered]) -> Changes:
+        changes = cls((entry.seq, entry.text, entry.frame) for entry in remembered)
+        changes.digests = [entry.digest for entry in remembered]
+        changes.resync_seqs = {entry.seq for entry in remembered if entry.resync}
+        changes.resync = bool(changes.resync_seqs)
+        changes.last = Position(remembered[-1].seq, remembered[-1].digest) if remembered else None
+        return changes
 
 
 def read_changes(deployment_id: int, first: int, last: int) -> Changes:
@@ -124,25 +146,35 @@ def read_after(deployment_id: int, after: Position) -> Changes:
     return _messages(rows)
 
 
-def _messages(rows: list[Change]) -> Changes:
+def read_newest(deployment_id: int, last: int, count: int) -> Changes:
+    """The live messages of the newest `count` seqs through `last` that the log still holds, in
+    order, `resync`s included (`Changes.resync` is not set)."""
+    return _messages(changes_between(deployment_id, max(1, last - count + 1), last, count), through_resync=True)
+
+
+def _messages(rows: list[Change], *, through_resync: bool = False) -> Changes:
     changes = Changes()
     for row in rows:
         text = encode(LiveMessage(type=cast(MessageType, row.type), payload=row.payload, seq=row.seq,
                                   position=str(row.position)))
         changes.append((row.seq, text, text_frame(text)))
+        changes.digests.append(row.digest)
         if row.type == MessageType.RESYNC:
-            changes.resync = True
-            break
+            changes.resync_seqs.add(row.seq)
+            if not through_resync:
+                changes.resync = True
+                break
     changes.last = rows[len(changes) - 1].position if changes else None
     return changes
 
 
 async def resume_point(since: str) -> int | None:
-    """The first seq to send a client whose last position is `since`, when this history holds
-    that position (records.history) and every change after it; None when it needs a snapshot
-    instead (a position of another history, pruned, or no position the service hands out).
-    It is asked of a replica that holds the position (waiting for one to replay it, within
-    BOUNTY_REPLICA_WAIT_MS), or of the primary."""
+    """The first seq to send a client whose last position is `since`, as the database vouches for
+    it: when this history holds that position (records.history) and every change after it; None
+    when it needs a snapshot instead (a position of another history, pruned, or no position the
+    service hands out). It is asked of a replica that holds the position (waiting for one to
+    replay it, within BOUNTY_REPLICA_WAIT_MS), or of the primary. `LiveFeed.resume_point` asks the
+    feed's memory first."""
     position = Position.parse(since)
     if position is None:
         return None
@@ -156,6 +188,21 @@ async def resume_point(since: str) -> int | None:
     return position.seq + 1 if vouched else None
 
 
+class Shared(Generic[K, T]):
+    """One read for every caller asking the same thing meanwhile: the first caller's read is
+    awaited by the others (each through a shield: a caller that goes away cancels nothing)."""
+
+    def __init__(self) -> None:
+        self._reading: dict[K, asyncio.Task[T]] = {}
+
+    async def get(self, key: K, read: Callable[[], Awaitable[T]]) -> T:
+        task = self._reading.get(key)
+        if task is None:
+            task = self._reading[key] = asyncio.ensure_future(read())
+            task.add_done_callback(lambda _: self._reading.pop(key, None))
+        return await asyncio.shield(task)
+
+
 class LiveFeed:
     """The process's one reader of the change log, fanning out to every subscribed Outbox."""
 
@@ -166,6 +213,9 @@ class LiveFeed:
         self.listening = False  # announcements reach the feed (a channel layer across processes answers)
         self._primary_asked = 0.0  # when the feed last asked the primary its head, without announcements
         self.subscribers: set[Outbox] = set()
+        self.recent = RecentChanges()  # what it fanned out last (records.ws.recent)
+        self._resumes: Shared[str, int | None] = Shared()  # resumes the database answers, by position
+        self._stretches: Shared[tuple[int, int, int], Changes] = Shared()  # older stretches, by seqs
         self.lock = asyncio.Lock()
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -174,11 +224,29 @@ class LiveFeed:
         if not self._tasks:
             self._tasks = [asyncio.create_task(self._run()), asyncio.create_task(self._listen())]
 
+    async def resume_point(self, since: str) -> int | None:
+        """The first seq to send a client resuming from `since` (module `resume_point`): from the
+        feed's memory when it reaches that position, which costs the database nothing; otherwise
+        asked of the database once for every client resuming from it meanwhile."""
+        self.start()
+        position = Position.parse(since)
+        if position is None:
+            return None
+        if self.deployment_id is None:
+            async with self.lock:
+                if self.deployment_id is None:
+                    await self._resolve()
+        if self.recent.vouches(position):
+            return position.seq + 1
+        return await self._resumes.get(since, functools.partial(resume_point, since))
+
     async def subscribe(self, outbox: Outbox, send: Send) -> None:
         """Brings `outbox` from its next_seq up to the feed and adds it to the subscribers.
 
-        Long gaps (a slow snapshot, an old `since`) are sent straight from the database without
-        the lock; only the last stretch, at most what one wake-up reads, is read under it."""
+        What the feed remembers (records.ws.recent) is put in the outbox at once; long gaps (a slow
+        snapshot, an old `since`) are sent from the database without the lock, each stretch read
+        once for every client that needs it meanwhile; only the last stretch, at most what one
+        wake-up reads, is read under the lock."""
         self.start()
         while True:
             async with self.lock:
@@ -187,20 +255,25 @@ class LiveFeed:
                 if self.deployment_id is None or self.cursor is None or outbox.next_seq > self.cursor.seq:
                     self.subscribers.add(outbox)
                     return
-                if self.cursor.seq - outbox.next_seq < min(READ_CHUNK, outbox.bound):
-                    # Under the lock no replica is waited for: the feed's readers wait on it.
-                    rows = await on(await self._holding(self.cursor.seq, wait=False), read_changes,
-                                    self.deployment_id, outbox.next_seq, self.cursor.seq)
-                    if not rows:  # seqs up to the cursor were there when the feed read them
-                        raise ChangesGone(outbox.next_seq)
-                    outbox.put(rows[0][0], rows.batch())
+                remembered = self.recent.from_seq(outbox.next_seq)
+                if remembered is not None or self.cursor.seq - outbox.next_seq < min(READ_CHUNK, outbox.bound):
+                    if remembered is not None:
+                        rows = Changes.of(remembered)
+                    else:  # under the lock no replica is waited for: the feed's readers wait on it
+                        rows = await on(await self._holding(self.cursor.seq, wait=False), read_changes,
+                                        self.deployment_id, outbox.next_seq, self.cursor.seq, lane=FEED)
+                        if not rows:  # seqs up to the cursor were there when the feed read them
+                            raise ChangesGone(outbox.next_seq)
+                    if rows:
+                        outbox.put(rows[0][0], rows.batch())
                     if rows.resync:
                         outbox.fail(Resync())
                     else:
                         self.subscribers.add(outbox)
                     return
                 deployment_id, last = self.deployment_id, self.cursor.seq
-            rows = await on(await self._holding(last), read_changes, deployment_id, outbox.next_seq, last)
+            stretch = (deployment_id, outbox.next_seq, last)
+            rows = await self._stretches.get(stretch, functools.partial(self._read_stretch, *stretch))
             if not rows:  # seqs up to `last` were there when the feed read them
                 raise ChangesGone(outbox.next_seq)
             await send(rows.batch())
@@ -208,6 +281,9 @@ class LiveFeed:
             if rows.resync:
                 raise Resync
             outbox.next_seq = rows[-1][0] + 1
+
+    async def _read_stretch(self, deployment_id: int, first: int, last: int) -> Changes:
+        return await on(await self._holding(last), read_changes, deployment_id, first, last)
 
     def unsubscribe(self, outbox: Outbox) -> None:
         self.subscribers.discard(outbox)
@@ -217,19 +293,31 @@ class LiveFeed:
         (`wait`) does within BOUNTY_REPLICA_WAIT_MS, or the primary."""
         assert self.deployment_id is not None
         source = await REPLICAS.at_least_async({self.deployment_id: seq},
-                                               settings.BOUNTY_REPLICA_WAIT_SECONDS if wait else 0, trusted=True)
+                                               settings.BOUNTY_REPLICA_WAIT_SECONDS if wait else 0, trusted=True,
+                                               lane=FEED)
         return source or PRIMARY
 
     async def _resolve(self) -> None:
         # Both read before either is set: a client's stream cancelled between the reads (its
         # client gone) must not leave a deployment without a cursor, which no read would ever move.
         source = REPLICAS.any()
-        deployment_id = await on(source, active_deployment_id)
+        deployment_id = await on(source, active_deployment_id, lane=FEED)
         if deployment_id is not None:
-            # Subscribers waiting for a new deployment need it from its first seq.
-            at = genesis_position if self.subscribers else head_position
-            self.cursor = await on(source, at, deployment_id)
+            if self.subscribers:  # subscribers waiting for a new deployment need it from its first seq
+                self._forget(await on(source, genesis_position, deployment_id, lane=FEED))
+            else:  # its newest changes, remembered for the clients that resume after a restart
+                head = await on(source, head_position, deployment_id, lane=FEED)
+                newest = await on(source, read_newest, deployment_id, head.seq, settings.BOUNTY_WS_RECENT_MESSAGES,
+                                  lane=FEED)
+                self._forget(head, newest.remembered() if newest and newest[-1][0] == head.seq else [])
         self.deployment_id = deployment_id
+
+    def _forget(self, cursor: Position, remembered: list[Remembered] | None = None) -> None:
+        """The feed goes on from `cursor`, remembering only `remembered` (messages through it)."""
+        self.cursor = cursor
+        self.recent.reset(None if remembered else cursor, max_messages=settings.BOUNTY_WS_RECENT_MESSAGES,
+                          max_bytes=settings.BOUNTY_WS_RECENT_BYTES)
+        self.recent.extend(remembered or [])
 
     async def _run(self) -> None:
         poll: float = settings.BOUNTY_WS_POLL_SECONDS
@@ -254,9 +342,10 @@ class LiveFeed:
                 for outbox in self.subscribers:
                     outbox.fail(gone)
                 self.subscribers.clear()
-                self.cursor = await on(PRIMARY, head_position, self.deployment_id or 0)
+                head = await on(PRIMARY, head_position, self.deployment_id or 0, lane=FEED)
+                self._forget(head)
                 self.announced = 0  # announced in the history before
-                REPLICAS.streaming(self.deployment_id or 0, self.cursor.seq)
+                REPLICAS.streaming(self.deployment_id or 0, head.seq)
 
     async def _read_on(self) -> None:
         """Fans out the changes after the cursor, which the change log must still vouch for: a
@@ -270,7 +359,8 @@ class LiveFeed:
         BOUNTY_REPLICA_WAIT_MS instead, so that a lagging replica delays a change no longer."""
         if self.deployment_id is None:
             async with self.lock:
-                await self._resolve()
+                if self.deployment_id is None:  # a client may have resolved it meanwhile
+                    await self._resolve()
         if self.deployment_id is None or self.cursor is None:
             return
         deployment_id, cursor = self.deployment_id, self.cursor.seq
@@ -287,14 +377,7 @@ class LiveFeed:
         async with self.lock:
             if self.deployment_id != deployment_id or self.cursor is None or self.cursor.seq < cursor:
                 return  # moved meanwhile (another history): the next wake-up reads on
-            if not self.subscribers:
-                head = await on(source, head_position, self.deployment_id)
-                if head.seq < self.cursor.seq and source != PRIMARY:  # behind, or another history: ask the primary
-                    head = await on(PRIMARY, head_position, self.deployment_id)
-                self.cursor = head
-                REPLICAS.streaming(self.deployment_id, head.seq)
-                return
-            while rows := await on(source, read_after, self.deployment_id, self.cursor):
+            while rows := await on(source, read_after, self.deployment_id, self.cursor, lane=FEED):
                 slice_size = max(1, min(READ_CHUNK, settings.BOUNTY_WS_MAX_BACKLOG // 2))
                 for start in range(0, len(rows), slice_size):
                     part = Changes(rows[start : start + slice_size])
@@ -303,6 +386,7 @@ class LiveFeed:
                         outbox.put(part[0][0], batch)
                     await asyncio.sleep(0)  # let the clients' senders drain before the next slice
                 self.cursor = rows.last or self.cursor
+                self.recent.extend(rows.remembered())
                 REPLICAS.learnt(source, {self.deployment_id: self.cursor.seq})
                 REPLICAS.streaming(self.deployment_id, self.cursor.seq)
                 if rows.resync:  # every client gets a new snapshot, and joins the feed again after it
@@ -326,7 +410,7 @@ class LiveFeed:
         if now - self._primary_asked < max(settings.BOUNTY_REPLICA_WAIT_SECONDS, settings.BOUNTY_WS_POLL_SECONDS):
             return
         self._primary_asked = now
-        head = await on(PRIMARY, head_position, deployment_id)
+        head = await on(PRIMARY, head_position, deployment_id, lane=FEED)
         if head.seq > cursor:
             self.announced = max(self.announced, head.seq)
 

@@ -23,13 +23,13 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import cast
 
 import orjson
-from channels.db import database_sync_to_async
 from django.conf import settings
 from django.db import DatabaseError
 
 from bountysite.databases import PRIMARY, read_connection, reading_from
 from records.history import NO_HISTORY, Position
 from records.kinds import KINDS
+from records.lanes import READS
 from records.limits import SnapshotSlot
 from records.metrics import WS_MESSAGES, WS_SNAPSHOTS_SENDING
 from records.models import Deployment
@@ -161,7 +161,7 @@ async def _snapshot_spool() -> Spool:
 async def _snapshot_spool_until(end: float, wait: int) -> Spool:
     try:
         async with asyncio.timeout(max(0.0, end - time.monotonic())):
-            version = await database_sync_to_async(_current_version)()
+            version = await READS.run(_current_version)
             if (spool := _SNAPSHOTS.ready(_ANSWER, version)) is not None:
                 return spool
             pending = _SNAPSHOTS.pending(_ANSWER, version)

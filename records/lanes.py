@@ -1,0 +1,85 @@
+"""The threads a web process's websocket side reads the database on: lanes of their own, never
+Channels' one thread.
+
+Channels runs every `database_sync_to_async` call of a process on a single thread, in order, and
+closes (returns to the pool) and health-checks the thread's connection around each call: under a
+reconnect storm of thousands of clients, the live feed's reads queued behind every client's resume
+and the pool's empty health query took a quarter of that thread's time (docs/operations.md,
+Restarts). So the websocket side reads on lanes:
+
+- `FEED`: one thread, the process's live feed's alone (records.ws.feed): what clients already
+  following are sent never waits behind another client's work.
+- `READS`: BOUNTY_WS_READ_THREADS threads for the rest (a resume older than the feed's memory, the
+  snapshot's data version, a replica's questions): bounded, so a storm queues here, on the event
+  loop, not in the database pool.
+
+A lane's thread keeps its connection while it has work queued and gives it back to the pool when
+its queue is empty, so a burst reuses one connection (no pool check per call) and an idle lane
+holds none. A call that fails with a database error closes its thread's connections: the next
+call starts on a fresh one. What a call reads follows the caller's `reading_from`
+(bountysite.databases): the context is copied into the thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import functools
+import queue
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Any, TypeVar
+
+from django.conf import settings
+from django.db import DatabaseError, connections
+
+T = TypeVar("T")
+
+_Work = tuple[Future[Any], contextvars.Context, Callable[[], Any]]
+
+
+class Lane:
+    """A bounded set of daemon threads running database calls for the event loop, in the order
+    they are asked."""
+
+    def __init__(self, name: str, threads: Callable[[], int]) -> None:
+        self.name = name
+        self._threads = threads  # read when the lane first runs: settings are read when applied
+        self._queue: queue.SimpleQueue[_Work] = queue.SimpleQueue()
+        self._started = 0
+        self._start_lock = threading.Lock()
+
+    async def run(self, call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """`call(*args, **kwargs)` on one of the lane's threads, awaited on the event loop."""
+        done: Future[T] = Future()
+        self._start()
+        self._queue.put((done, contextvars.copy_context(), functools.partial(call, *args, **kwargs)))
+        return await asyncio.wrap_future(done)
+
+    def _start(self) -> None:
+        if self._started:
+            return
+        with self._start_lock:
+            while self._started < self._threads():
+                self._started += 1
+                # Daemon threads: a process told to stop does not wait for a read in flight
+                # (bountysite.daphne_shutdown).
+                threading.Thread(target=self._serve, name=f"{self.name}-{self._started}", daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            done, context, call = self._queue.get()
+            if done.set_running_or_notify_cancel():
+                try:
+                    done.set_result(context.run(call))
+                except BaseException as error:  # handed to the caller, as an executor does
+                    if isinstance(error, DatabaseError):
+                        connections.close_all()
+                    done.set_exception(error)
+            if self._queue.empty():
+                connections.close_all()  # idle: its connections go back to the pool
+
+
+FEED = Lane("ws-feed", lambda: 1)
+READS = Lane("ws-read", lambda: settings.BOUNTY_WS_READ_THREADS)
