@@ -2,8 +2,9 @@
 runserver`, which is daphne's): HTTP to Django (through bountysite/bodiless.py's layer that sends
 no body for a HEAD, 204 or 304), the websocket `/ws/events` to Channels. It installs every bend of
 daphne, each side's from its own module: bountysite/daphne_ws.py (close codes and reasons,
-backpressure, prebuilt frames, denial responses) and bountysite/daphne_http.py (a body written as
-the client takes it, the stall limit, and a failure after the response started).
+backpressure, prebuilt frames, denial responses), bountysite/daphne_http.py (a body written as
+the client takes it, the stall limit, and a failure after the response started) and
+bountysite/daphne_shutdown.py (a stop that tells websocket clients and ends within 2 s).
 
 No origin validator wraps the websocket: the feed is public and read-only and reads no
 credentials (records/ws/consumer.py), so a cross-origin page gains nothing by opening it.
@@ -21,13 +22,14 @@ django_asgi_app = get_asgi_application()  # sets Django up before the consumers 
 
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
-from bountysite import daphne_http, daphne_ws, statement_timeout  # noqa: E402
+from bountysite import daphne_http, daphne_shutdown, daphne_ws, statement_timeout  # noqa: E402
 from bountysite.bodiless import BodilessResponses  # noqa: E402
 from records.replicas import REPLICAS  # noqa: E402
 from records.routing import websocket_urlpatterns  # noqa: E402
 
 daphne_ws.install(send_buffer_bytes=settings.BOUNTY_WS_SEND_BUFFER_BYTES)
 daphne_http.install(http_stall_seconds=settings.BOUNTY_HTTP_STALL_SECONDS)
+daphne_shutdown.install()
 statement_timeout.install()
 REPLICAS.start(checked_first=True)
 
