@@ -51,6 +51,8 @@ ADMIN_SIGN_IN_LOCKED_OUT = Counter("bounty_admin_sign_in_locked_out",
                                    "Admin sign-ins refused because the account is locked (bountysite.sign_in).")
 WS_OPEN = Gauge("bounty_ws_connections_open", "Websocket connections open on this process.")
 WS_MESSAGES = Counter("bounty_ws_messages_sent", "Websocket messages sent to clients (snapshot and live).")
+WS_RESUMES = Counter("bounty_ws_resumes", "Websocket clients resuming from a position, by what vouched for it: the "
+                     "live feed's memory, the database, or neither (a snapshot instead).", ("source",))
 WS_CLOSES = Counter("bounty_ws_closes", "Websocket connections closed, by close code.", ("code",))
 WS_SLOWEST_QUEUE = Gauge("bounty_ws_slowest_send_queue",
                          "Live messages waiting to be sent to the most backed-up websocket client.")

@@ -37,7 +37,7 @@ from bountysite.redis_reach import FAILURES, REDIS, RETRY_SECONDS
 from records.changes import CHANGES_GROUP, MessageType
 from records.history import MAX_SEQ, Position
 from records.lanes import FEED, READS, Lane
-from records.metrics import WS_MESSAGES, WS_SLOWEST_QUEUE
+from records.metrics import WS_MESSAGES, WS_RESUMES, WS_SLOWEST_QUEUE
 from records.replicas import REPLICAS
 from records.selectors import (
     Change,
@@ -231,14 +231,18 @@ class LiveFeed:
         self.start()
         position = Position.parse(since)
         if position is None:
+            WS_RESUMES.labels("none").inc()
             return None
         if self.deployment_id is None:
             async with self.lock:
                 if self.deployment_id is None:
                     await self._resolve()
         if self.recent.vouches(position):
+            WS_RESUMES.labels("memory").inc()
             return position.seq + 1
-        return await self._resumes.get(since, functools.partial(resume_point, since))
+        start = await self._resumes.get(since, functools.partial(resume_point, since))
+        WS_RESUMES.labels("database" if start is not None else "none").inc()
+        return start
 
     async def subscribe(self, outbox: Outbox, send: Send) -> None:
         """Brings `outbox` from its next_seq up to the feed and adds it to the subscribers.
@@ -307,8 +311,9 @@ class LiveFeed:
                 self._forget(await on(source, genesis_position, deployment_id, lane=FEED))
             else:  # its newest changes, remembered for the clients that resume after a restart
                 head = await on(source, head_position, deployment_id, lane=FEED)
-                newest = await on(source, read_newest, deployment_id, head.seq, settings.BOUNTY_WS_RECENT_MESSAGES,
-                                  lane=FEED)
+                # One more than it keeps: the oldest is forgotten, its position the memory's base.
+                newest = await on(source, read_newest, deployment_id, head.seq,
+                                  settings.BOUNTY_WS_RECENT_MESSAGES + 1, lane=FEED)
                 self._forget(head, newest.remembered() if newest and newest[-1][0] == head.seq else [])
         self.deployment_id = deployment_id
 

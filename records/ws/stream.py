@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from records.ws.feed import Resync, process_feed, resume_point
+from records.ws.feed import Resync, process_feed
 from records.ws.outbox import Outbox, Send, TooSlow, WriteNow
 from records.ws.snapshot import stream_snapshot
 
@@ -16,7 +16,7 @@ async def run_stream(since: str | None, send: Send, on_too_slow: Callable[[], No
     when the server offers it). A client too slow to read its live messages is reported through
     `on_too_slow`; a snapshot refused or taken too slowly raises records.ws.closes.Refusal."""
     feed = process_feed()
-    start = await resume_point(since) if since is not None else None
+    start = await feed.resume_point(since) if since is not None else None
     while True:
         if start is None:
             start = await stream_snapshot(send, framed=write_now is not None, client=client)

@@ -79,7 +79,7 @@ def test_prometheus_scrapes_the_ports_of_the_units_and_nginx_hides_metrics() -> 
     assert "location = /metrics {\n        return 404;" in nginx
     assert re.search(r"^server_tokens off;$", nginx, re.M)
     assert "run_indexer --metrics-port %i" in (DEPLOY / "bounty-indexer@.service").read_text()
-    assert "--port %i" in (DEPLOY / "bounty-web@.service").read_text()
+    assert "-e tcp:port=%i:interface=127.0.0.1:" in (DEPLOY / "bounty-web@.service").read_text()
     assert all(re.fullmatch(r"127\.0\.0\.1:\d+", target) for target in targets["bounty-indexer"])
 
 

@@ -8,11 +8,14 @@ from __future__ import annotations
 import asyncio
 import http.client
 import json
+import subprocess
+from pathlib import Path
 
 import pytest
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
+from tests.deployment.shipped import default_websocket_cap
 from tests.servers import Server
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -63,3 +66,13 @@ def test_the_web_unit_holds_1200_websockets_from_60_addresses_and_health_still_a
     assert asyncio.run(scenario()) == ADDRESSES * PER_ADDRESS
     # A refused snapshot (1013) is an answer, not an error: none logged a traceback.
     assert "Traceback" not in web_process.log()
+
+
+def test_the_web_unit_listens_with_a_backlog_for_the_websocket_caps_reconnections(web_process: Server) -> None:
+    """Clients dropped together (a restart, a network blip) reconnect together: with Twisted's
+    backlog of 50 the rest waited for SYN retries. The kernel caps a listen backlog at
+    net.core.somaxconn; `ss` shows a listening socket's backlog as its Send-Q."""
+    listening = subprocess.run(["ss", "-ltnH", f"sport = :{web_process.port}"], capture_output=True, text=True,
+                               check=True).stdout.split()
+    somaxconn = int(Path("/proc/sys/net/core/somaxconn").read_text())
+    assert int(listening[2]) == min(16_384, somaxconn) >= min(default_websocket_cap(), somaxconn)

@@ -5,6 +5,8 @@ same connection."""
 
 from __future__ import annotations
 
+import time
+import urllib.request
 from collections.abc import Callable
 from typing import Any
 
@@ -19,7 +21,8 @@ from tests.chain import Chain
 from tests.history import append_changes, updates
 from tests.indexer.conftest import catch_up_to_head, config_for
 from tests.indexer.mirror import current
-from tests.servers import Server
+from tests import metrics
+from tests.servers import Server, stop
 from tests.websocket.conftest import commit_change, head, open_client, receive, receive_n, written_in_bulk
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -105,3 +108,60 @@ def test_a_client_connected_during_a_bulk_backfill_ends_holding_every_record(
         while (message := receive(client))["type"] != "snapshot.complete":
             held[(message["type"].split(".")[0], message["payload"]["id"])] = message["payload"]
     assert held == current(Deployment.objects.get()) and len(held) == 16
+
+
+def resumes(server: Server) -> dict[str, float]:
+    """The server's bounty_ws_resumes_total by source."""
+    with urllib.request.urlopen(server.http("/metrics"), timeout=10) as response:
+        samples = metrics.parse(response.read().decode())
+    return {source: metrics.value(samples, "bounty_ws_resumes_total", source=source)
+            for source in ("memory", "database", "none")}
+
+
+def test_a_client_resuming_inside_the_feeds_memory_is_caught_up_from_it_without_the_database(
+    active: Deployment, servers: Callable[..., Server]
+) -> None:
+    written_in_bulk(active, bounty_id=1)
+    server = servers()
+    with open_client(server.url()) as client:
+        receive_n(client, 2)
+        followed = [append_changes(active, updates(n)) for n in (2, 3)]
+        assert [m["position"] for m in receive_n(client, 2)] == [str(position) for position in followed]
+    missed = [append_changes(active, updates(n)) for n in (4, 5)]
+    time.sleep(0.3)  # the feed reads them with no client listening
+    with open_client(server.url(f"?since={followed[-1]}")) as client:
+        assert [m["position"] for m in receive_n(client, 2)] == [str(position) for position in missed]
+        live = append_changes(active, updates(6))
+        assert receive(client)["position"] == str(live)
+    assert resumes(server) == {"memory": 1, "database": 0, "none": 0}
+
+
+def test_a_restarted_process_resumes_the_clients_of_the_one_before_from_memory(
+    active: Deployment, servers: Callable[..., Server]
+) -> None:
+    written_in_bulk(active, bounty_id=1)
+    before = servers()
+    with open_client(before.url()) as client:
+        receive_n(client, 2)
+        seen = append_changes(active, updates(2))
+        assert receive(client)["position"] == str(seen)
+    stop(before.process)
+    missed = [append_changes(active, updates(n)) for n in (3, 4)]
+    after = servers()
+    with open_client(after.url(f"?since={seen}")) as client:
+        assert [m["position"] for m in receive_n(client, 2)] == [str(position) for position in missed]
+    assert resumes(after) == {"memory": 1, "database": 0, "none": 0}
+
+
+def test_a_position_older_than_the_feeds_memory_is_vouched_for_by_the_database(
+    active: Deployment, servers: Callable[..., Server]
+) -> None:
+    written_in_bulk(active, bounty_id=1)
+    old = append_changes(active, updates(1))
+    newer = [append_changes(active, updates(n)) for n in (2, 3, 4)]
+    server = servers(BOUNTY_WS_RECENT_MESSAGES="2")
+    with open_client(server.url(f"?since={old}")) as client:
+        assert [m["position"] for m in receive_n(client, 3)] == [str(position) for position in newer]
+    with open_client(server.url(f"?since={newer[0]}")) as client:  # remembered: the 2 newest
+        assert [m["position"] for m in receive_n(client, 2)] == [str(position) for position in newer[1:]]
+    assert resumes(server) == {"memory": 1, "database": 1, "none": 0}
