@@ -34,15 +34,17 @@ followed for `--quiet-seconds` before the storm:
 A client has **resumed** once its new connection has delivered every change committed before
 that connection was accepted (its 101): at the message of the newest such seq, or, when it had
 missed none, at its 101 (counted once that connection has delivered its next message). Against
-the plain server: at the message it sends on accept. The ratio service / plain of the time until
-every client is back is the figure to judge (target at most 2: the machine is noisy, the plain
-server ran beside it).
+the plain server: at the message it sends on accept. The 101s of those connections are printed
+too (accepted again), to tell the wait for a server that listens from the catching up. The ratio
+service / plain of the time until every client is back is the figure to judge (target at most 2:
+the machine is noisy, the plain server ran beside it).
 
 During each storm of the service: snapshots sent to the resuming clients (target none); seqs lost
 or repeated, each client checking that its seqs run on by one across its connections (target
 none); the delay from the writer's commit to its receipt of the live messages of the clients
-already back (committed after the client resumed and before the last client did; p99, target at
-most 250 ms), beside the same before the storm; fresh clients (no `since`, each from a new
+already back (committed after the client resumed, and at most TAIL, 2 s, after the last client
+did, so that a storm whose clients all come back together still has samples; p99, target at most
+250 ms), beside the same before the storm; fresh clients (no `since`, each from a new
 address) taking the whole snapshot one after another from when the server accepts again until
 every client is back, the slowest (target within 0.5 s), beside three before the storm; and the
 database's transactions per resumed client: `xact_commit + xact_rollback` of the bench's
@@ -431,6 +433,8 @@ class Storm:
     all_back: float | None = None  # seconds from the storm's start until every client resumed
     resume_p50: float | None = None
     resume_p90: float | None = None
+    accepted_p50: float | None = None  # the 101 of the connection each client resumed on
+    accepted_max: float | None = None
     dropped_by: float | None = None  # seconds until the last old connection ended
     old_exit: float | None = None  # restart: seconds from the SIGTERM to the old process's exit
     new_listening: float | None = None  # restart: from the SIGTERM until the new one listened
@@ -600,6 +604,7 @@ def analyse(storm: Storm, collected: list[list[dict[str, Any]]], committed: dict
     quiet: list[float] = []
     during: list[float] = []
     resumed: list[float] = []
+    accepted: list[float] = []
     dropped: list[float] = []
     outcomes: Counter[str] = Counter()
     pauses: list[float] = []
@@ -616,6 +621,8 @@ def analyse(storm: Storm, collected: list[list[dict[str, Any]]], committed: dict
                 dropped.append(client["dropped"] - started)
             if client["resumed"] is not None:
                 resumed.append(client["resumed"] - started)
+                if client["accepted"] is not None:
+                    accepted.append(client["accepted"] - started)
             if storm.server == "plain":
                 continue
             seqs, times = array("q"), array("d")
@@ -627,11 +634,12 @@ def analyse(storm: Storm, collected: list[list[dict[str, Any]]], committed: dict
                     continue
                 if quiet_start <= commit < started:
                     quiet.append((at - commit) * 1000)
-                elif started <= commit <= back and client["resumed"] is not None and commit >= client["resumed"]:
+                elif started <= commit <= back + TAIL and client["resumed"] is not None and commit >= client["resumed"]:
                     during.append((at - commit) * 1000)
     storm.resumed = len(resumed)
     storm.all_back = max(resumed) if len(resumed) >= storm.clients else None
     storm.resume_p50, storm.resume_p90 = quantile(resumed, 0.5), quantile(resumed, 0.9)
+    storm.accepted_p50, storm.accepted_max = quantile(accepted, 0.5), max(accepted) if accepted else None
     storm.dropped_by = max(dropped) if dropped else None
     storm.outcomes = dict(outcomes.most_common())
     if pauses:
@@ -650,7 +658,8 @@ def report(storm: Storm) -> None:
     if s.error:
         print(f"{head} FAILED: {s.error}")
     back = fmt(s.all_back, 2, " s") if s.all_back is not None else f"NOT all back ({s.resumed} of {s.clients})"
-    line = f"{head} every client back after {back} (p50 {fmt(s.resume_p50)} s, p90 {fmt(s.resume_p90)} s)"
+    line = (f"{head} every client back after {back} (p50 {fmt(s.resume_p50)} s, p90 {fmt(s.resume_p90)} s; "
+            f"accepted again: p50 {fmt(s.accepted_p50)} s, the last {fmt(s.accepted_max)} s)")
     if s.kind == "restart":
         line += (f"; old process exited {fmt(s.old_exit)} s after SIGTERM, the new one listened at "
                  f"{fmt(s.new_listening)} s ({fmt(s.new_start)} s after its start)")

@@ -164,18 +164,22 @@ class StormClient:
         self.storm_start: float | None = None
         self.dropped: float | None = None  # when the connection open at the storm's start ended
         self.resumed: float | None = None
+        self.accepted_at: float | None = None  # the 101 of the connection it resumed on
         self._catch_up_to: int | None = None  # the seq the new connection must deliver
         self._tentative: tuple[Wire, float] | None = None  # accepted having missed nothing: its 101
         self.first_message = asyncio.get_running_loop().create_future()
 
     def mark(self, at: float) -> None:
         """A storm starts at `at`: what follows is counted for it."""
-        self.storm_start, self.dropped, self.resumed = at, None, None
+        self.storm_start, self.dropped, self.resumed, self.accepted_at = at, None, None, None
         self._catch_up_to = self._tentative = None
         self.attempts, self.outcomes, self.pauses = 0, Counter(), []
 
     def accepted(self, wire: Wire, at: float) -> None:
-        if self.dropped is None or self.resumed is not None or self.plain:
+        if self.dropped is None or self.resumed is not None:
+            return
+        self.accepted_at = at
+        if self.plain:
             return
         newest = int(self.head.value)
         if newest > self.last_seq:
@@ -337,7 +341,8 @@ class Worker:
         if kind == "collect":
             return [{"address": c.address, "seqs": c.seqs.tobytes(), "times": c.times.tobytes(), "gaps": c.gaps,
                      "repeats": c.repeats, "snapshots": c.snapshots, "attempts": c.attempts,
-                     "outcomes": dict(c.outcomes), "pauses": c.pauses, "dropped": c.dropped, "resumed": c.resumed}
+                     "outcomes": dict(c.outcomes), "pauses": c.pauses, "dropped": c.dropped, "resumed": c.resumed,
+                     "accepted": c.accepted_at}
                     for c in self.clients]
         if kind == "close":
             for client in self.clients:
