@@ -21,7 +21,7 @@ application made them, so a HEAD carries the Content-Length its GET would (a str
 none; GET sends it chunked, HEAD sends no chunk), passes on every body message emptied, so the
 headers leave at once and the response ends when the application's does, and drops a 204's or
 304's Content-Length. Not computing a body that is then dropped is the application's part
-(records.api.caching skips the records of a streamed list for a HEAD). When daphne keeps a HEAD
+(records.api.unpaged skips the records of a streamed list for a HEAD). When daphne keeps a HEAD
 bodiless itself, only the Content-Length part remains needed.
 """
 

@@ -28,7 +28,7 @@ registered, and a keep-alive connection's next request could not register its ow
 that has not taken it within `http_stall_seconds` (the setting BOUNTY_HTTP_STALL_SECONDS: the 64 KiB
 and the next message, 8 KiB of an unpaged list, in 30 s: about 2.4 KB/s) is cut off (the connection
 aborted): daphne then sends the application `http.disconnect`, Django cancels the response, and the
-application closes its iterator (records.api.caching closes the database cursor on the request's
+application closes its iterator (records.api.unpaged closes the database cursor on the request's
 thread). Without the limit, a client that stops reading would hold its response, with its database
 cursor and connection, for as long as it keeps the socket open.
 

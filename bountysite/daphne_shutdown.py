@@ -22,8 +22,8 @@ grown backoff), lets HTTP requests in flight finish within `GRACE_SECONDS`, and 
 
 **The bend.** `kill_all_applications` first stops listening, sends every open websocket a close
 frame with 1012, and waits until no HTTP request is in flight or `GRACE_SECONDS` have passed;
-then daphne's own runs. Once the reactor has stopped, the process ends at once (`os._exit(0)`,
-after flushing the logs): no thread still running a request is waited for, and neither is the
+then daphne's own runs. Once the reactor has stopped, the process ends at once (its exit functions
+run, then `os._exit(0)` after flushing the logs): no thread still running a request is waited for, and neither is the
 interpreter's own teardown, which took 1-3 s after a process had served a few dozen websockets
 (every record of the process's memory freed one by one); nothing is left to write then, as every
 write of a web process is committed by the request that made it. A daemon watchdog started with
@@ -38,6 +38,7 @@ close frame of its own at shutdown (then see whether this bend can go).
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import logging
 import os
@@ -108,12 +109,23 @@ def _exit_by(deadline: float) -> None:
     threading.Thread(target=watch, name="exit-watchdog", daemon=True).start()
 
 
+class Exit:
+    """Whether the process has begun to end (`_exit_now`)."""
+
+    begun = False
+
+
 def _exit_now() -> None:
-    """Ends the process with its logs written, waiting for no thread."""
-    busy = [thread.name for thread in threading.enumerate()
-            if thread is not threading.current_thread() and not thread.daemon and thread.is_alive()]
-    if busy:
-        logger.info("Stopping: not waiting for %d threads (%s)", len(busy), ", ".join(busy[:5]))
+    """Ends the process with its logs written, waiting for no thread. The exit functions run first
+    (`atexit`: records.limits takes the process's connections out of Redis's counts), unless they
+    are what the watchdog found stuck."""
+    if not Exit.begun:
+        Exit.begun = True
+        busy = [thread.name for thread in threading.enumerate()
+                if thread is not threading.current_thread() and not thread.daemon and thread.is_alive()]
+        if busy:
+            logger.info("Stopping: not waiting for %d threads (%s)", len(busy), ", ".join(busy[:5]))
+        atexit._run_exitfuncs()
     for handler in logging.getLogger().handlers:
         with contextlib.suppress(Exception):  # the process ends either way
             handler.flush()

@@ -27,12 +27,12 @@ be reached, each process counts its own (said once in the log, bountysite/redis_
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import astuple
 
-from django.conf import settings
 from django.http import HttpRequest, HttpResponse, HttpResponseBase
 
 from records.api.errors import error_response
-from records.limits import Spent, request_client, spend
+from records.limits import Spent, admin_login_rate, api_rate, request_client, spend
 
 EXEMPT_PATHS = frozenset({"/health", "/metrics"})
 ADMIN = "/admin"  # where bountysite/urls.py mounts the admin
@@ -53,13 +53,12 @@ class RateLimitMiddleware:
     def __call__(self, request: HttpRequest) -> HttpResponseBase:
         path = request.path
         if path == ADMIN or path.startswith(ADMIN + "/"):
-            if request.method == "POST" and path in PASSWORD_FORMS and settings.BOUNTY_ADMIN_LOGIN_RATE_LIMIT:
+            if request.method == "POST" and path in PASSWORD_FORMS and admin_login_rate().limit:
                 return self._password_attempt(request)
             return self.get_response(request)
-        if path in EXEMPT_PATHS or not settings.BOUNTY_RATE_LIMIT:
+        limit, window = astuple(api_rate())
+        if path in EXEMPT_PATHS or not limit:
             return self.get_response(request)
-        limit: int = settings.BOUNTY_RATE_LIMIT
-        window: int = settings.BOUNTY_RATE_WINDOW_SECONDS
         spent = spend("api", request_client(request), window)
         if spent.count > limit:
             response: HttpResponseBase = _too_many(f"rate limit of {limit} requests per {window} s exceeded", spent)
@@ -71,8 +70,7 @@ class RateLimitMiddleware:
         return response
 
     def _password_attempt(self, request: HttpRequest) -> HttpResponseBase:
-        limit: int = settings.BOUNTY_ADMIN_LOGIN_RATE_LIMIT
-        window: int = settings.BOUNTY_ADMIN_LOGIN_RATE_WINDOW_SECONDS
+        limit, window = astuple(admin_login_rate())
         spent = spend("admin-login", request_client(request), window)
         if spent.count > limit:
             return _too_many(f"login rate limit of {limit} attempts per {window} s exceeded", spent)

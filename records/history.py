@@ -68,3 +68,36 @@ class Position:
 # Where a snapshot of no deployment is (none is indexed yet): a position no history holds, so a
 # client resuming from it gets a snapshot.
 NO_HISTORY = Position(0, "0" * DIGEST_HEX)
+
+
+@dataclass(frozen=True, slots=True)
+class DeploymentVersion:
+    """One deployment's part of a data version: the position after its newest change and, while a
+    bulk backfill writes records without an entry each (indexer.bulk), its last indexed block."""
+
+    deployment: int  # its pk
+    position: Position
+    bulk_block: int | None = None
+
+    def __str__(self) -> str:
+        text = f"{self.deployment}:{self.position}"
+        return text if self.bulk_block is None else f"{text}+{self.bulk_block}"
+
+
+@dataclass(frozen=True, slots=True)
+class DataVersion:
+    """What the records of some deployments are at (records.selectors.data_version): it changes
+    whenever any of them changes, and names the history it is of. Cache keys, spools and ETags are
+    made of it; `floor` is what a replica must hold to answer as new as it (records.replicas)."""
+
+    parts: tuple[DeploymentVersion, ...] = ()
+
+    def floor(self) -> dict[int, int]:
+        """The change-log seq of each deployment."""
+        return {part.deployment: part.position.seq for part in self.parts}
+
+    def __str__(self) -> str:
+        return ",".join(str(part) for part in self.parts)
+
+
+NO_DATA = DataVersion()  # the version of no deployment (none indexed yet, or none that can exist)

@@ -31,8 +31,9 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
-from django.conf import settings
 from django.db import DatabaseError, connections
+
+from records.limits import ws_read_threads
 
 T = TypeVar("T")
 
@@ -82,4 +83,4 @@ class Lane:
 
 
 FEED = Lane("ws-feed", lambda: 1)
-READS = Lane("ws-read", lambda: settings.BOUNTY_WS_READ_THREADS)
+READS = Lane("ws-read", ws_read_threads)

@@ -27,6 +27,21 @@ Each limit, its settings, how it is counted, and what a client past it gets:
 - Messages from a client: BOUNTY_WS_MAX_MESSAGES per BOUNTY_WS_MESSAGE_WINDOW_SECONDS, each at
   most BOUNTY_WS_MAX_MESSAGE_BYTES; per connection; 1008.
 - Spool disk: BOUNTY_SPOOL_MAX_BYTES; per process (records.spools); 503, 1013.
+- Spool files: MAX_SPOOL_FILES (1,000) open at once; per process (records.spools); 503, 1013.
+- A full read from the database: BOUNTY_FULL_READ_SECONDS (and each statement the web's statement
+  timeout); per read; 503, 1013.
+- Live messages queued for a client: BOUNTY_WS_MAX_BACKLOG; per connection; 1008.
+- Snapshot pace: BOUNTY_WS_SNAPSHOT_BASE_SECONDS plus its bytes at
+  BOUNTY_WS_SNAPSHOT_MIN_BYTES_PER_SECOND; per connection; 1008.
+- Waits: an unpaged list waits BOUNTY_HTTP_LIST_WAIT_SECONDS for its spool (503), a snapshot
+  BOUNTY_WS_SNAPSHOT_WAIT_SECONDS for its slot and spool (1013).
+- The live feed's memory: BOUNTY_WS_RECENT_MESSAGES messages of at most BOUNTY_WS_RECENT_BYTES in
+  all; per process; older resumes are asked of the database.
+- The websocket's database reads at once: BOUNTY_WS_READ_THREADS; per process; they wait their turn.
+
+The modules that apply a limit elsewhere (records.spools, records.ws.snapshot, records.api.unpaged,
+bountysite.ratelimit, records.ws.consumer, records.ws.outbox, records.ws.feed, records.lanes) take
+its number from the functions below, and so does every message that names it.
 
 "Across processes" means in Redis, shared by every web process; without Redis, or while it cannot
 be reached (bountysite/redis_reach.py), each process counts alone. Nothing here is given back by
@@ -86,6 +101,83 @@ from records.ws.closes import TRY_AGAIN_LATER, Refusal
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
+
+
+# ---------------------------------------------------------------------------- the numbers
+
+MAX_SPOOL_FILES = 1_000  # spools a process holds open at once, each a descriptor (the units allow 32,768)
+# A spool handed to a request is kept this long for it to start reading, even if superseded
+# meanwhile, and a list's claim not started within it stops counting.
+HANDOVER_SECONDS = 10.0
+
+
+@dataclass(frozen=True)
+class Budget:
+    """A budget counted in fixed windows: `limit` per `window` seconds (0: no limit)."""
+
+    limit: int
+    window: int
+
+
+def api_rate() -> Budget:
+    return Budget(settings.BOUNTY_RATE_LIMIT, settings.BOUNTY_RATE_WINDOW_SECONDS)
+
+
+def admin_login_rate() -> Budget:
+    return Budget(settings.BOUNTY_ADMIN_LOGIN_RATE_LIMIT, settings.BOUNTY_ADMIN_LOGIN_RATE_WINDOW_SECONDS)
+
+
+def ws_connects_per_minute() -> int:
+    return int(settings.BOUNTY_WS_CONNECTS_PER_MINUTE)
+
+
+def ws_backlog() -> int:
+    """Live messages queued for one client before it counts as too slow."""
+    return int(settings.BOUNTY_WS_MAX_BACKLOG)
+
+
+def snapshot_readers() -> int:
+    """Snapshots a process reads from the database at once."""
+    return int(settings.BOUNTY_WS_SNAPSHOT_READERS)
+
+
+def snapshot_wait_seconds() -> int:
+    return int(settings.BOUNTY_WS_SNAPSHOT_WAIT_SECONDS)
+
+
+def snapshot_pace() -> tuple[int, int]:
+    """A snapshot's deadline: its base seconds, and the bytes a second it must be taken at past them."""
+    return int(settings.BOUNTY_WS_SNAPSHOT_BASE_SECONDS), int(settings.BOUNTY_WS_SNAPSHOT_MIN_BYTES_PER_SECOND)
+
+
+def list_streams() -> int:
+    """Unpaged lists a process reads from the database at once."""
+    return int(settings.BOUNTY_HTTP_MAX_STREAMS)
+
+
+def list_streams_per_client() -> int:
+    return int(settings.BOUNTY_HTTP_MAX_STREAMS_PER_CLIENT)
+
+
+def list_wait_seconds() -> int:
+    return int(settings.BOUNTY_HTTP_LIST_WAIT_SECONDS)
+
+
+def spool_max_bytes() -> int:
+    return int(settings.BOUNTY_SPOOL_MAX_BYTES)
+
+
+def full_read_seconds() -> int:
+    return int(settings.BOUNTY_FULL_READ_SECONDS)
+
+
+def recent_messages() -> tuple[int, int]:
+    """The live feed's memory: at most this many messages, of at most these bytes."""
+    return int(settings.BOUNTY_WS_RECENT_MESSAGES), int(settings.BOUNTY_WS_RECENT_BYTES)
+
+
+def ws_read_threads() -> int:
+    return int(settings.BOUNTY_WS_READ_THREADS)
 
 
 # ---------------------------------------------------------------------------- who the client is
@@ -168,7 +260,6 @@ def spend_cache_budget(request: HttpRequest, size: int) -> bool:
 
 # ---------------------------------------------------------------------------- full reads taken at once
 
-HANDOVER_SECONDS = 10.0  # as records.spools keeps a spool for a request that has not begun to read it
 PRUNE_PAST = 10_000  # clients with claims past which the expired ones are dropped
 
 

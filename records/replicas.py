@@ -26,9 +26,9 @@ import itertools
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Literal, NamedTuple, TypedDict, TypeVar
 
@@ -36,7 +36,7 @@ from django.conf import settings
 from django.db import DatabaseError, connections
 from psycopg_pool import PoolTimeout
 
-from bountysite.databases import PRIMARY, read_alias, reading_from, replica_aliases
+from bountysite.databases import PRIMARY, reading_from, replica_aliases
 from indexer.models import ChangeLogEntry, SyncState
 from records.lanes import READS, Lane
 from records.metrics import REPLICA_FALLBACKS, REPLICA_IN_USE, REPLICA_LAG
@@ -54,10 +54,6 @@ RECOVERY_CONFLICT = "40001"  # a standby cancelled a query that replay had to ov
 NOT_ANSWERING = ("08", "57P")
 
 
-class OnPrimary(Exception):
-    """A read's replica failed under it: read it again on the primary (`read_on_replica`)."""
-
-
 class ReplicaHealth(TypedDict):
     """A replica as /health shows it (docs/api.md, GET /health)."""
 
@@ -69,26 +65,48 @@ class ReplicaHealth(TypedDict):
     checked_at: str | None
 
 
-@dataclass
-class Replica:
-    alias: str
-    host: str
+@dataclass(frozen=True)
+class Verdict:
+    """What the last judgement of a replica found (`judge`): replaced whole, never edited."""
+
     in_use: bool = False
     reason: str | None = "not checked yet"
     lag_seconds: float | None = None
-    checked_at: datetime | None = None
-    seqs: dict[int, int] = field(default_factory=dict)  # the change-log seqs it is known to hold
-    check: Future[Checked] | None = None
-    check_against: PrimaryState | None = None  # the primary as it was when `check` started
     behind_since: float | None = None  # when a check first found it behind the primary (monotonic)
 
-    def holds(self, floor: Floor) -> bool:
-        return all(self.seqs.get(deployment, -1) >= seq for deployment, seq in floor.items())
 
-    def learnt(self, seqs: Mapping[int, int]) -> None:
-        for deployment, seq in seqs.items():
-            if seq > self.seqs.get(deployment, -1):
-                self.seqs[deployment] = seq
+@dataclass
+class Replica:
+    """A replica and what is known of it. `verdict` and `seqs` are replaced whole, under the
+    lock of its ReplicaSet, by whichever thread learns something: the checks' thread,
+    a request's or a lane's, the event loop."""
+
+    alias: str
+    host: str
+    verdict: Verdict = field(default_factory=Verdict)
+    checked_at: datetime | None = None
+    seqs: Mapping[int, int] = field(default_factory=dict)  # the change-log seqs it is known to hold
+    check: Future[Checked] | None = None  # the check in flight (the checks' thread alone)
+    check_against: PrimaryState | None = None  # the primary as it was when `check` started
+    probe: threading.Lock = field(default_factory=threading.Lock)  # one question at a time, shared by waiters
+    probed_at: float = -1.0  # when it was last asked what it holds (monotonic)
+    probe_answered: bool = False
+
+    @property
+    def in_use(self) -> bool:
+        return self.verdict.in_use
+
+    @property
+    def reason(self) -> str | None:
+        return self.verdict.reason
+
+    @property
+    def lag_seconds(self) -> float | None:
+        return self.verdict.lag_seconds
+
+    def holds(self, floor: Floor) -> bool:
+        seqs = self.seqs
+        return all(seqs.get(deployment, -1) >= seq for deployment, seq in floor.items())
 
 
 class Head(NamedTuple):
@@ -124,6 +142,7 @@ class ReplicaSet:
         self.replicas = [Replica(alias, _host(alias)) for alias in aliases]
         self._turn = itertools.count()
         self._lock = threading.Lock()  # starting the checks
+        self._state = threading.Lock()  # replacing a replica's verdict or seqs
         self._heads_lock = threading.Lock()  # the primary's heads
         self.streamed: dict[int, int] = {}  # what the process's live feed has sent, by deployment
         # The primary's newest changes, as its last check or a read since found them, and when.
@@ -158,7 +177,7 @@ class ReplicaSet:
         floor = floor if trusted else self._trimmed(floor)
         end = time.monotonic() + wait
         while True:
-            found = self._holding(floor, ask=True)
+            found = self._holding(floor, ask=wait > 0)  # a wait of 0 asks nothing: known, or the primary
             if found is not None or (left := end - time.monotonic()) <= 0 or not self._usable():
                 return self._chosen(found, or_primary)
             time.sleep(min(PROBE_SECONDS, left))
@@ -176,7 +195,7 @@ class ReplicaSet:
         end = time.monotonic() + wait
         while True:
             found = self._holding(floor, ask=False)
-            if found is None:
+            if found is None and wait > 0:  # a wait of 0 asks nothing: known, or the primary
                 found = await lane.run(self._holding, floor, ask=True)
             if found is not None or (left := end - time.monotonic()) <= 0 or not self._usable():
                 return self._chosen(found, or_primary)
@@ -259,8 +278,11 @@ class ReplicaSet:
 
     def learnt(self, alias: str, seqs: Mapping[int, int]) -> None:
         """A read of `alias` found these seqs: it holds them."""
-        if (replica := self._named(alias)) is not None:
-            replica.learnt(seqs)
+        if (replica := self._named(alias)) is not None and not replica.holds(seqs):
+            with self._state:
+                known = replica.seqs
+                replica.seqs = {**known, **{deployment: seq for deployment, seq in seqs.items()
+                                            if seq > known.get(deployment, -1)}}
 
     def failed(self, alias: str, error: BaseException) -> bool:
         """A read on `alias` failed with `error`: whether to read it again on the primary. A
@@ -346,84 +368,103 @@ class ReplicaSet:
                 continue
             replica.check = None
             try:
-                self._judge(replica, checked, replica.check_against)
+                self.check_came_back(replica, checked, replica.check_against)
             except DatabaseError:  # the primary went away between its reads: judged next round
                 logger.warning("could not judge read replica %s: the primary did not answer", replica.alias)
 
-    def _judge(self, replica: Replica, checked: Checked, primary: PrimaryState | None) -> None:
-        replica.checked_at = datetime.now(UTC)
-        # What it holds now, in place of what reads learnt: a replica made again from another
-        # primary may hold less than before.
-        replica.seqs = {deployment: head.seq for deployment, head in checked.heads.items()}
-        if not checked.recovering:
-            return self._set_aside(replica, "is not a standby (pg_is_in_recovery() is false: promoted?); take it "
-                                            "out of DATABASE_REPLICA_URLS or make it a standby of the primary")
-        if primary is None:  # the primary does not answer: what it decided before stands
-            return None
-        for deployment, head in checked.heads.items():
-            primary_head = primary.heads.get(deployment)
-            if primary_head is not None and head.seq > primary_head.seq:
-                # Ahead of the primary (a standby that followed the primary before a failover, say):
-                # its change at the primary's newest seq must be the primary's.
-                at = primary_head.seq
-                differs = at > 0 and bool(primary_head.digest) and \
-                    checked.digests_at_primary_heads.get(deployment) != primary_head.digest
-            else:
-                at = head.seq
-                differs = bool(head.digest) and _digest_at(deployment, head.seq, primary) not in (head.digest, None)
-            if differs:
-                return self._set_aside(replica, f"holds another history than the primary (its change {at} differs): "
-                                                "make it a standby of the primary again")
-        current = (checked.replay_lsn is not None and checked.replay_lsn >= primary.lsn) or all(
-            (checked.heads[deployment].seq, checked.heads[deployment].block) >= (head.seq, head.block)
-            if deployment in checked.heads else False for deployment, head in primary.heads.items())
-        now = time.monotonic()
-        replica.behind_since = None if current else (replica.behind_since or now)
-        if current:
-            lag = 0.0
-        elif checked.since_replay is not None:
-            lag = max(0.0, checked.since_replay)
-        else:  # it has replayed no transaction since it started: behind for as long as it has been seen so
-            lag = now - (replica.behind_since or now)
-        limit: int = settings.BOUNTY_REPLICA_MAX_LAG_SECONDS
-        if lag > limit:
-            return self._set_aside(replica, f"is {lag:.1f} s behind the primary, more than "
-                                            f"BOUNTY_REPLICA_MAX_LAG_SECONDS ({limit})", lag)
-        return self._take(replica, lag)
+    def check_came_back(self, replica: Replica, checked: Checked, primary: PrimaryState | None) -> None:
+        """Applies the judgement (`judge`) of a check that came back, and what it found held."""
+        digests = {} if primary is None else {  # the primary's, at the replica's newest changes
+            deployment: _digest_at(deployment, head.seq, primary) for deployment, head in checked.heads.items()
+            if head.digest and head.seq <= primary.heads.get(deployment, Head(-1, "", 0)).seq}
+        verdict = judge(checked, primary, replica.verdict, digests, now=time.monotonic(),
+                        max_lag=settings.BOUNTY_REPLICA_MAX_LAG_SECONDS)
+        with self._state:
+            # What it holds now, in place of what reads learnt: a replica made again from another
+            # primary may hold less than before.
+            replica.seqs = {deployment: head.seq for deployment, head in checked.heads.items()}
+            replica.checked_at = datetime.now(UTC)
+        self._apply(replica, verdict)
 
-    def _take(self, replica: Replica, lag: float | None) -> None:
-        replica.lag_seconds = lag
-        if lag is not None:
-            REPLICA_LAG.labels(replica.alias).set(lag)
-        if not replica.in_use:
-            if replica.reason != "not checked yet":
-                logger.warning("read replica %s (%s) is read again (it %s)", replica.alias, replica.host,
-                               replica.reason)
-            replica.in_use, replica.reason = True, None
-            REPLICA_IN_USE.labels(replica.alias).set(1)
+    def _set_aside(self, replica: Replica, reason: str) -> None:
+        self._apply(replica, replace(replica.verdict, in_use=False, reason=reason))
 
-    def _set_aside(self, replica: Replica, reason: str, lag: float | None = None) -> None:
-        if lag is not None:
-            replica.lag_seconds = lag
-            REPLICA_LAG.labels(replica.alias).set(lag)
-        if replica.in_use or replica.reason != reason:
+    def _apply(self, replica: Replica, verdict: Verdict) -> None:
+        """Replaces the replica's verdict, saying so when it changes."""
+        with self._state:
+            before, replica.verdict = replica.verdict, verdict
+        if verdict.lag_seconds is not None:
+            REPLICA_LAG.labels(replica.alias).set(verdict.lag_seconds)
+        REPLICA_IN_USE.labels(replica.alias).set(1 if verdict.in_use else 0)
+        if verdict.in_use and not before.in_use and before.reason != Verdict.reason:
+            logger.warning("read replica %s (%s) is read again (it %s)", replica.alias, replica.host, before.reason)
+        elif not verdict.in_use and (before.in_use or before.reason != verdict.reason):
             logger.warning("read replica %s (%s) %s; reads go to the other replicas or the primary until it is well",
-                           replica.alias, replica.host, reason)
-        replica.in_use, replica.reason = False, reason
-        REPLICA_IN_USE.labels(replica.alias).set(0)
+                           replica.alias, replica.host, verdict.reason)
 
     def _ask(self, replica: Replica) -> bool:
         """Asks the replica the seqs it holds now (on this thread's connection to it, given back
-        to its pool at once)."""
-        try:
-            with reading_from(replica.alias):
-                replica.learnt({deployment: head.seq for deployment, head in _heads().items()})
-        except DatabaseError as error:
-            self.failed(replica.alias, error)
-            return False
-        finally:
-            connections[replica.alias].close()
-        return True
+        to its pool at once); whether it answered. Waiters share one question: one asking while
+        another's is in flight, or was answered less than PROBE_SECONDS ago, takes that answer."""
+        with replica.probe:
+            if time.monotonic() - replica.probed_at < PROBE_SECONDS:
+                return replica.probe_answered
+            try:
+                with reading_from(replica.alias):
+                    self.learnt(replica.alias, {deployment: head.seq for deployment, head in _heads().items()})
+                replica.probe_answered = True
+            except DatabaseError as error:
+                self.failed(replica.alias, error)
+                replica.probe_answered = False
+            finally:
+                connections[replica.alias].close()
+                replica.probed_at = time.monotonic()
+            return replica.probe_answered
+
+
+def judge(checked: Checked, primary: PrimaryState | None, was: Verdict, primary_digests: Mapping[int, str | None],
+          *, now: float, max_lag: float) -> Verdict:
+    """Whether a replica is read, from what its check found (`checked`) against the primary as it
+    was when the check started (`primary`, and its digests of the replica's newest changes where
+    the replica is not ahead, None where it holds them no longer; `primary` None: it did not
+    answer, and what was decided stands):
+    set aside when it is no standby, holds another history than the primary, or lags more than
+    `max_lag` seconds; its lag is 0 when it has replayed the primary's WAL or holds every change
+    and indexed block, otherwise the time since the last transaction it replayed (or, having
+    replayed none since it started, since it was first seen behind: `was.behind_since`)."""
+    if not checked.recovering:
+        return replace(was, in_use=False, reason="is not a standby (pg_is_in_recovery() is false: promoted?); take "
+                                                 "it out of DATABASE_REPLICA_URLS or make it a standby of the primary")
+    if primary is None:
+        return was
+    for deployment, head in checked.heads.items():
+        primary_head = primary.heads.get(deployment)
+        if primary_head is not None and head.seq > primary_head.seq:
+            # Ahead of the primary (a standby that followed the primary before a failover, say):
+            # its change at the primary's newest seq must be the primary's.
+            at = primary_head.seq
+            differs = at > 0 and bool(primary_head.digest) and \
+                checked.digests_at_primary_heads.get(deployment) != primary_head.digest
+        else:
+            at = head.seq
+            differs = bool(head.digest) and primary_digests.get(deployment) not in (head.digest, None)
+        if differs:
+            return replace(was, in_use=False, reason=f"holds another history than the primary (its change {at} "
+                                                     "differs): make it a standby of the primary again")
+    current = (checked.replay_lsn is not None and checked.replay_lsn >= primary.lsn) or all(
+        (checked.heads[deployment].seq, checked.heads[deployment].block) >= (head.seq, head.block)
+        if deployment in checked.heads else False for deployment, head in primary.heads.items())
+    behind_since = None if current else (was.behind_since or now)
+    if current:
+        lag = 0.0
+    elif checked.since_replay is not None:
+        lag = max(0.0, checked.since_replay)
+    else:  # it has replayed no transaction since it started: behind for as long as it has been seen so
+        lag = now - (behind_since or now)
+    if lag > max_lag:
+        return Verdict(False, f"is {lag:.1f} s behind the primary, more than BOUNTY_REPLICA_MAX_LAG_SECONDS "
+                              f"({max_lag:g})", lag, behind_since)
+    return Verdict(True, None, lag, behind_since)
 
 
 def _host(alias: str) -> str:
@@ -503,23 +544,3 @@ def _digest_at(deployment: int, seq: int, primary: PrimaryState) -> str | None:
 
 
 REPLICAS = ReplicaSet(replica_aliases())
-
-
-def read_on_replica(read: Callable[[], T], floor: Floor | None = None) -> T:
-    """An HTTP request's `read()` on a replica that holds `floor` and what the process's feed has
-    sent (`ReplicaSet.for_request`), again on the primary if that replica fails under it (`OnPrimary`)."""
-    alias = REPLICAS.for_request(floor or {}, settings.BOUNTY_REPLICA_WAIT_SECONDS)
-    try:
-        with reading_from(alias):
-            return read()
-    except OnPrimary:
-        REPLICA_FALLBACKS.labels("failed").inc()
-    with reading_from(PRIMARY):
-        return read()
-
-
-def gives_up(error: BaseException) -> bool:
-    """Whether a database error of the current read means it is read again on the primary
-    (`ReplicaSet.failed`); False on the primary."""
-    alias = read_alias()
-    return alias != PRIMARY and REPLICAS.failed(alias, error)

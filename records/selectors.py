@@ -22,7 +22,7 @@ from django.db.models.functions import Coalesce
 from bountysite.databases import read_connection
 from indexer.models import ChangeLogEntry, SyncState
 from records.chronology import AnyOf, EpochMicroseconds
-from records.history import Position, genesis_digest
+from records.history import NO_DATA, DataVersion, DeploymentVersion, Position, genesis_digest
 from records.kinds import BOUNTY, DISPUTE, SUBMISSION, Kind, RecordKind, registry
 from records.merged_order import Key, page_elements
 from records.models import Bounty, Deployment, Dispute, DisputeReviewQueue, ModeratorNote, Submission
@@ -114,7 +114,7 @@ def deployment_qualified(chain_id: int | None, contract_address: str | None) -> 
     return None if chain_id > BIGINT_MAX else deployment_get(chain_id, contract_address)
 
 
-def data_version(deployments: DeploymentFilter | Deployment | None = None) -> str:
+def data_version(deployments: DeploymentFilter | Deployment | None = None) -> DataVersion:
     """A token that changes whenever the records of the given deployments change.
 
     Every indexer commit that changes records advances its deployment's change-log `last_seq`
@@ -134,7 +134,7 @@ def data_version(deployments: DeploymentFilter | Deployment | None = None) -> st
     if isinstance(deployments, Deployment):
         conditions, params = ["s.deployment_id = %s"], [deployments.pk]
     elif deployments is not None and deployments.chain_id is not None and deployments.chain_id > BIGINT_MAX:
-        return ""  # no deployment has it (nor could the database compare it)
+        return NO_DATA  # no deployment has it (nor could the database compare it)
     elif deployments is not None and (deployments.chain_id is not None or deployments.contract_address is not None):
         sql += f" JOIN {deployment} d ON d.id = s.deployment_id"
         for column in ("chain_id", "contract_address"):
@@ -145,18 +145,8 @@ def data_version(deployments: DeploymentFilter | Deployment | None = None) -> st
         sql += " WHERE " + " AND ".join(conditions)
     with connection.cursor() as cursor:
         cursor.execute(sql + " ORDER BY s.deployment_id", params)
-        return ",".join(f"{pk}:{seq}.{digest or ''}" if bulk is None else f"{pk}:{seq}.{digest or ''}+{bulk}"
-                        for pk, seq, digest, bulk in cursor.fetchall())
-
-
-def version_floor(version: str) -> dict[int, int]:
-    """The change-log seq of each deployment a data version names: what a reader of a replica needs
-    it to hold at least to answer as new as that version (records.replicas)."""
-    floor: dict[int, int] = {}
-    for part in version.split(",") if version else ():
-        deployment, _, rest = part.partition(":")
-        floor[int(deployment)] = int(rest.partition(".")[0])
-    return floor
+        return DataVersion(tuple(DeploymentVersion(pk, Position(seq, digest or ""), bulk)
+                                 for pk, seq, digest, bulk in cursor.fetchall()))
 
 
 def deployment_ids(deployments: DeploymentFilter) -> list[int]:

@@ -1,6 +1,6 @@
 """Full reads produced once, delivered at each client's pace (docs/operations.md, Full reads).
 
-A snapshot (records.ws.snapshot) or an unpaged list (records.api.caching) is read from the
+A snapshot (records.ws.snapshot) or an unpaged list (records.api.unpaged) is read from the
 database once per data version and answer, at the database's speed, into a spool: an immutable
 file. Its database connection is then free, and every client asking for the same answer while it
 is current reads the same spool at its own pace, holding a descriptor and a bounded buffer only.
@@ -40,16 +40,12 @@ from typing import IO, Any
 from django.conf import settings
 from django.db import OperationalError
 
-from bountysite.databases import read_connection
+from bountysite.databases import PRIMARY, read_alias, read_connection
+from records.history import NO_DATA, DataVersion
+from records.limits import HANDOVER_SECONDS, MAX_SPOOL_FILES, full_read_seconds, spool_max_bytes
 from records.metrics import SPOOL_BYTES, SPOOLS_OPEN, SPOOLS_PRODUCED
-from records.replicas import OnPrimary, gives_up
 
 SPOOL_IDLE_SECONDS = 60.0  # a current spool nobody reads for this long is dropped
-MAX_SPOOL_FILES = 1_000  # spools a process holds open at once, each a descriptor (the units allow 32,768)
-# A spool handed to a request is kept this long for it to start reading (`open_reading`), even if
-# superseded meanwhile: the request holds nothing that a cancellation before its body began would
-# have to give back.
-HANDOVER_SECONDS = 10.0
 PIECE_BYTES = 64 * 1024  # what a reader takes from a spool at a time
 
 logger = logging.getLogger(__name__)
@@ -82,7 +78,7 @@ class Spool:
     version, records.selectors.data_version), with what its producer says of it in `about`."""
 
     answer: Hashable
-    version: str
+    version: DataVersion
     about: Any
     size: int
     marks: list[tuple[int, int]]
@@ -94,7 +90,7 @@ class Spool:
     superseded: bool = False
     cut_off: bool = False
     closed: bool = False
-    asked_at: str = ""  # the version the request that made it had read (older than `version` or equal)
+    asked_at: DataVersion = NO_DATA  # the version the request that made it had read (older than `version` or equal)
     number: int = 0  # productions are numbered as they start: a higher number read newer data
 
     def pieces(self, size: int = PIECE_BYTES, *, at_marks: bool = True) -> Iterator[tuple[int, int, int]]:
@@ -152,7 +148,7 @@ class SpoolWriter:
             self._flush()
             if time.monotonic() > self.deadline:
                 raise SpoolLate(f"a full read took longer than BOUNTY_FULL_READ_SECONDS "
-                                f"({settings.BOUNTY_FULL_READ_SECONDS} s)")
+                                f"({full_read_seconds()} s)")
 
     def _flush(self) -> None:
         try:
@@ -163,7 +159,7 @@ class SpoolWriter:
                                    "try again shortly") from None
         self._buffer, self._buffered = [], 0
 
-    def finish(self, answer: Hashable, version: str, about: Any) -> Spool:
+    def finish(self, answer: Hashable, version: DataVersion, about: Any) -> Spool:
         self._flush()
         return Spool(answer=answer, version=version, about=about, size=self.size, marks=self.marks, file=self.file,
                      number=self.number)
@@ -174,7 +170,7 @@ class SpoolWriter:
         _disk.give_back_file()
 
 
-Produce = Callable[[SpoolWriter], tuple[str, Any]]  # writes the answer; returns its data version and `about`
+Produce = Callable[[SpoolWriter], tuple[DataVersion, Any]]  # writes the answer; returns its data version and `about`
 
 
 class Producers:
@@ -246,16 +242,16 @@ class Spools:
         self.kind = kind
         self.producers = producers
 
-    def ready(self, answer: Hashable, version: str, *, to_read: bool = True) -> Spool | None:
+    def ready(self, answer: Hashable, version: DataVersion, *, to_read: bool = True) -> Spool | None:
         """The current spool of the answer at `version`, if one is made; no waiting. `to_read`:
         handed to a request that will read it (`open_reading`); otherwise only looked at."""
         return _registry.ready((self.kind, answer), version, to_read)
 
-    def pending(self, answer: Hashable, version: str) -> Future[Spool] | None:
+    def pending(self, answer: Hashable, version: DataVersion) -> Future[Spool] | None:
         """The production of the answer at `version` under way, if any."""
         return _registry.pending((self.kind, answer), version)
 
-    def get(self, answer: Hashable, version: str, produce: Produce, wait: float) -> Spool:
+    def get(self, answer: Hashable, version: DataVersion, produce: Produce, wait: float) -> Spool:
         """The answer's spool at `version` (or newer), produced here (in the calling thread, with
         its database connection) if no other thread is making it. SpoolUnavailable past `wait`
         seconds, or when the process's spools have no room."""
@@ -274,7 +270,7 @@ class Spools:
             if _registry.hand(spool):
                 return spool
 
-    def _produce(self, key: tuple[str, Hashable], version: str, produce: Produce, future: Future[Spool],
+    def _produce(self, key: tuple[str, Hashable], version: DataVersion, produce: Produce, future: Future[Spool],
                  end: float, wait: float) -> Spool:
         """Makes the spool, handed to this request; a failure is the waiting requests' too: the
         database's and the disk's as SpoolUnavailable (503, 1013), with what to change."""
@@ -287,19 +283,19 @@ class Spools:
                     raise SpoolLate(f"this server is reading as many {self.kind}s from the database as it may; "
                                     f"none was free within {wait:g} s; try again shortly")
             try:
-                writer = SpoolWriter(time.monotonic() + settings.BOUNTY_FULL_READ_SECONDS)
+                writer = SpoolWriter(time.monotonic() + full_read_seconds())
                 try:
                     version_read, about = produce(writer)
                     spool = writer.finish(key, version_read, about)
                 except BaseException:
                     writer.discard()
                     raise
-            except OperationalError as error:
-                if gives_up(error):  # its replica failed under it: read it again on the primary
-                    raise OnPrimary from error
+            except OperationalError:
+                if read_alias() != PRIMARY:  # a replica's failure: records.reads judges it
+                    raise
                 logger.warning("reading a %s into its spool failed", self.kind, exc_info=True)
                 raise SpoolLate(f"the database did not give the {self.kind} within BOUNTY_FULL_READ_SECONDS "
-                                f"({settings.BOUNTY_FULL_READ_SECONDS} s) or the statement timeout; try again "
+                                f"({full_read_seconds()} s) or the statement timeout; try again "
                                 "shortly") from None
             finally:
                 self.producers.give_back()
@@ -338,15 +334,15 @@ class _Disk:
 
     def take(self, size: int) -> None:
         with self._lock:
-            if self.used + size <= settings.BOUNTY_SPOOL_MAX_BYTES:
+            if self.used + size <= spool_max_bytes():
                 self.used += size
                 SPOOL_BYTES.set(self.used)
                 return
         _registry.make_room()
         with self._lock:
-            if self.used + size > settings.BOUNTY_SPOOL_MAX_BYTES:
+            if self.used + size > spool_max_bytes():
                 raise SpoolsFull(f"this server's spools hold {self.used:,} bytes of BOUNTY_SPOOL_MAX_BYTES "
-                                 f"({settings.BOUNTY_SPOOL_MAX_BYTES:,}); try again shortly, or read pages")
+                                 f"({spool_max_bytes():,}); try again shortly, or read pages")
             self.used += size
             SPOOL_BYTES.set(self.used)
 
@@ -363,10 +359,10 @@ class _Registry:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._current: dict[tuple[str, Hashable], Spool] = {}
-        self._making: dict[tuple[tuple[str, Hashable], str], Future[Spool]] = {}
+        self._making: dict[tuple[tuple[str, Hashable], DataVersion], Future[Spool]] = {}
         self._superseded: set[Spool] = set()
 
-    def ready(self, key: tuple[str, Hashable], version: str, to_read: bool = True) -> Spool | None:
+    def ready(self, key: tuple[str, Hashable], version: DataVersion, to_read: bool = True) -> Spool | None:
         with self._lock:
             self._sweep()
             spool = self._current.get(key)
@@ -397,11 +393,11 @@ class _Registry:
         spool.handed += 1
         spool.last_read = spool.last_handed = time.monotonic()
 
-    def pending(self, key: tuple[str, Hashable], version: str) -> Future[Spool] | None:
+    def pending(self, key: tuple[str, Hashable], version: DataVersion) -> Future[Spool] | None:
         with self._lock:
             return self._making.get((key, version))
 
-    def produce_or_join(self, key: tuple[str, Hashable], version: str) -> tuple[Future[Spool], bool]:
+    def produce_or_join(self, key: tuple[str, Hashable], version: DataVersion) -> tuple[Future[Spool], bool]:
         """The production of the key at `version`, and whether the caller is to make it."""
         with self._lock:
             future = self._making.get((key, version))
@@ -411,7 +407,7 @@ class _Registry:
             self._making[(key, version)] = future
             return future, True
 
-    def made(self, key: tuple[str, Hashable], version: str, spool: Spool, future: Future[Spool]) -> None:
+    def made(self, key: tuple[str, Hashable], version: DataVersion, spool: Spool, future: Future[Spool]) -> None:
         """Publishes a spool just made, handed to the request that made it. It becomes the current
         one of its answer unless a newer one is (made by a production that started later)."""
         spool.asked_at = version
@@ -428,7 +424,8 @@ class _Registry:
                     self._supersede(previous)
         future.set_result(spool)
 
-    def failed(self, key: tuple[str, Hashable], version: str, future: Future[Spool], error: BaseException) -> None:
+    def failed(self, key: tuple[str, Hashable], version: DataVersion, future: Future[Spool],
+               error: BaseException) -> None:
         with self._lock:
             self._making.pop((key, version), None)
         if not future.done():

@@ -22,6 +22,7 @@ from rest_framework.request import Request
 
 from records.api.caching import respond
 from records.api.filters import bounded_int, lenient_parameter
+from records.history import DataVersion
 from records.representation import with_counter
 from records.selectors import ListQuery, record_count, record_page
 
@@ -76,7 +77,7 @@ class RecordPagination(BasePagination):
         return respond(self.request, answer, self.query.deployments,
                        lambda version: self.page_object(self.query, data, version))
 
-    def page_object(self, query: ListQuery, page: Page, version: str) -> dict[str, Any]:
+    def page_object(self, query: ListQuery, page: Page, version: DataVersion) -> dict[str, Any]:
         """The page object: the stored bodies (with submission_count / dispute_count where the
         spec has them), the total and the cursors."""
         counter = query.kind.counter
@@ -93,11 +94,11 @@ class RecordPagination(BasePagination):
         }
 
     @staticmethod
-    def _total(query: ListQuery, version: str, page: Page, shown: int) -> int:
+    def _total(query: ListQuery, version: DataVersion, page: Page, shown: int) -> int:
         """The total, cached per filter and data version: every page and sort of a filter shares
         it. A page that is not full but not past the end tells it without counting."""
         unsorted = replace(query, sort="id", descending=True).identity()  # every order counts the same
-        key = "count:" + hashlib.sha256(repr((unsorted, version)).encode()).hexdigest()
+        key = "count:" + hashlib.sha256(repr((unsorted, str(version))).encode()).hexdigest()
         total = cache.get(key)
         if total is None:
             total = page.offset + shown if 0 < shown < page.limit or (shown == 0 == page.offset) else \

@@ -25,9 +25,11 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 from rest_framework.viewsets import GenericViewSet
 
+from bountysite.databases import PRIMARY, read_alias
 from records.api import schema
-from records.api.caching import etag_floor, respond, spooled_json_array
+from records.api.caching import respond
 from records.api.errors import DATABASE_UNREACHABLE
+from records.api.etags import etag_floor
 from records.api.filters import (
     BountyFilterSet,
     DisputeFilterSet,
@@ -39,10 +41,12 @@ from records.api.filters import (
     qualified_deployment,
 )
 from records.api.pagination import RecordPagination
+from records.api.unpaged import spooled_json_array
 from records.health import service_health
+from records.history import DataVersion
 from records.kinds import BOUNTY, DISPUTE, KINDS, SUBMISSION, Kind, RecordKind, kind_of, registry
 from records.models import Bounty, Deployment, Dispute, Submission
-from records.replicas import OnPrimary, gives_up, read_on_replica
+from records.reads import read
 from records.representation import with_counter
 from records.selectors import (
     DeploymentFilter,
@@ -106,7 +110,7 @@ def _stream(query: ListQuery) -> Iterator[bytes]:
     yield b"]"
 
 
-def _spool_list(query: ListQuery, spool: SpoolWriter) -> tuple[str, None]:
+def _spool_list(query: ListQuery, spool: SpoolWriter) -> tuple[DataVersion, None]:
     """Writes the unpaged list into its spool from one consistent read; returns the data version
     it was read at (what its ETag names)."""
     with read_snapshot(within=spool.deadline - time.monotonic(), statements_within=spool.statements_within):
@@ -141,13 +145,17 @@ class RecordViewSet(GenericViewSet[Any]):
         registry(_VIEWSETS, "viewset")(cls.kind)(cls)
 
     def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
-        """The request's reads on a replica (records.replicas) at least as new as the data its
-        If-None-Match tags were read at, or on the primary."""
-        return read_on_replica(partial(super().dispatch, request, *args, **kwargs), etag_floor(request))
+        """The request's reads on a replica at least as new as the data its If-None-Match tags
+        were read at, or on the primary (records.reads, which reads it again on the primary when
+        its replica fails under it)."""
+        try:
+            return read(partial(super().dispatch, request, *args, **kwargs), etag_floor(request), request=True)
+        except DATABASE_UNREACHABLE as error:  # a replica's failure of the request's own (a statement timeout)
+            return self.finalize_response(self.request, super().handle_exception(error), *args, **kwargs)
 
     def handle_exception(self, exc: Exception) -> Response:
-        if isinstance(exc, DATABASE_UNREACHABLE) and gives_up(exc):  # its replica failed: on the primary again
-            raise OnPrimary from exc
+        if isinstance(exc, DATABASE_UNREACHABLE) and read_alias() != PRIMARY:
+            raise exc  # records.reads judges a replica's failure: read again on the primary, or answered below
         return super().handle_exception(exc)
 
     def get_queryset(self) -> Any:

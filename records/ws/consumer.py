@@ -19,10 +19,16 @@ import orjson
 from channels.consumer import get_handler_name
 from channels.exceptions import StopConsumer
 from channels.generic.websocket import AsyncWebsocketConsumer
-from django.conf import settings
 
 from bountysite.daphne_ws import DENIAL_EXTENSION, FRAMES_EXTENSION
-from records.limits import ConnectionSlot, MessageBudget, scope_address, scope_client, spend_connect
+from records.limits import (
+    ConnectionSlot,
+    MessageBudget,
+    scope_address,
+    scope_client,
+    spend_connect,
+    ws_connects_per_minute,
+)
 from records.metrics import WS_CLOSES, WS_OPEN
 from records.ws.closes import INTERNAL_ERROR, POLICY_VIOLATION, Refusal
 from records.ws.messages import MessageBatch
@@ -108,7 +114,7 @@ class EventsConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]
     async def _refuse_too_often(self, retry_after: int) -> None:
         """The handshake answered 429 with Retry-After, as an HTTP request past the rate limit is;
         under a server without the extension for it, a close with 1008 saying the same."""
-        limit: int = settings.BOUNTY_WS_CONNECTS_PER_MINUTE
+        limit = ws_connects_per_minute()
         detail = f"rate limit of {limit} websocket connections per minute exceeded"
         if DENIAL_EXTENSION in self.scope.get("extensions", {}):
             await self.base_send({"type": f"{DENIAL_EXTENSION}.start", "status": 429, "headers": [

@@ -30,14 +30,15 @@ from typing import Any, Generic, TypeVar, cast
 
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.conf import settings
-from django.db import DatabaseError
 
-from bountysite.databases import PRIMARY, reading_from
+from bountysite.databases import PRIMARY
 from bountysite.redis_reach import FAILURES, REDIS, RETRY_SECONDS
 from records.changes import CHANGES_GROUP, MessageType
 from records.history import MAX_SEQ, Position
-from records.lanes import FEED, READS, Lane
+from records.lanes import FEED, READS
+from records.limits import recent_messages, ws_backlog
 from records.metrics import WS_MESSAGES, WS_RESUMES, WS_SLOWEST_QUEUE
+from records.reads import read_on_lane
 from records.replicas import REPLICAS
 from records.selectors import (
     Change,
@@ -57,20 +58,6 @@ logger = logging.getLogger(__name__)
 READ_CHUNK = 1_000  # change-log rows per query
 T = TypeVar("T")
 K = TypeVar("K", bound=Hashable)
-
-
-async def on(alias: str, read: Callable[..., T], *args: Any, lane: Lane = READS) -> T:
-    """`read(*args)` on a thread of `lane` (records.lanes), reading from `alias`
-    (records.replicas); a replica that fails under it is set aside, and the caller's next try
-    reads elsewhere."""
-    def reading() -> T:
-        with reading_from(alias):
-            try:
-                return read(*args)
-            except DatabaseError as error:
-                REPLICAS.failed(alias, error)
-                raise
-    return await lane.run(reading)
 
 
 class Resync(Exception):
@@ -104,6 +91,7 @@ class Changes(list[tuple[int, bytes, bytes]]):
 
     resync: bool = False
     last: Position | None = None  # the position after the last of them
+    deployment_id = 0  # whose changes they are
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
@@ -134,7 +122,7 @@ def read_changes(deployment_id: int, first: int, last: int) -> Changes:
     rows = changes_between(deployment_id, first, last, READ_CHUNK)
     if rows and rows[0].seq != first:
         raise ChangesGone(first)
-    return _messages(rows)
+    return _messages(deployment_id, rows)
 
 
 def read_after(deployment_id: int, after: Position) -> Changes:
@@ -143,17 +131,24 @@ def read_after(deployment_id: int, after: Position) -> Changes:
     rows = changes_after(deployment_id, after, MAX_SEQ, READ_CHUNK)
     if rows is None:
         raise HistoryChanged(after)
-    return _messages(rows)
+    return _messages(deployment_id, rows)
+
+
+def _learnt(changes: Changes) -> dict[int, int]:
+    """What a database that gave `changes` holds: the deployment's seqs through the last of them."""
+    return {changes.deployment_id: changes.last.seq} if changes.last is not None else {}
 
 
 def read_newest(deployment_id: int, last: int, count: int) -> Changes:
     """The live messages of the newest `count` seqs through `last` that the log still holds, in
     order, `resync`s included (`Changes.resync` is not set)."""
-    return _messages(changes_between(deployment_id, max(1, last - count + 1), last, count), through_resync=True)
+    rows = changes_between(deployment_id, max(1, last - count + 1), last, count)
+    return _messages(deployment_id, rows, through_resync=True)
 
 
-def _messages(rows: list[Change], *, through_resync: bool = False) -> Changes:
+def _messages(deployment_id: int, rows: list[Change], *, through_resync: bool = False) -> Changes:
     changes = Changes()
+    changes.deployment_id = deployment_id
     for row in rows:
         text = encode(LiveMessage(type=cast(MessageType, row.type), payload=row.payload, seq=row.seq,
                                   position=str(row.position)))
@@ -178,13 +173,12 @@ async def resume_point(since: str) -> int | None:
     position = Position.parse(since)
     if position is None:
         return None
-    deployment_id = await on(REPLICAS.any(), active_deployment_id)
+    deployment_id = await read_on_lane(READS, active_deployment_id)
     if deployment_id is None:
         return None
-    source = await REPLICAS.at_least_async({deployment_id: position.seq}, settings.BOUNTY_REPLICA_WAIT_SECONDS)
-    assert source is not None
     # Through the seq after it: the genesis is vouched for by the first change while it is held.
-    vouched = await on(source, changes_after, deployment_id, position, position.seq + 1, 0) is not None
+    vouched = await read_on_lane(READS, changes_after, deployment_id, position, position.seq + 1, 0,
+                                 floor={deployment_id: position.seq}) is not None
     return position.seq + 1 if vouched else None
 
 
@@ -264,8 +258,9 @@ class LiveFeed:
                     if remembered is not None:
                         rows = Changes.of(remembered)
                     else:  # under the lock no replica is waited for: the feed's readers wait on it
-                        rows = await on(await self._holding(self.cursor.seq, wait=False), read_changes,
-                                        self.deployment_id, outbox.next_seq, self.cursor.seq, lane=FEED)
+                        rows = await read_on_lane(FEED, read_changes, self.deployment_id, outbox.next_seq,
+                                                  self.cursor.seq, floor={self.deployment_id: self.cursor.seq},
+                                                  wait=False, trusted=True)
                         if not rows:  # seqs up to the cursor were there when the feed read them
                             raise ChangesGone(outbox.next_seq)
                     if rows:
@@ -287,41 +282,41 @@ class LiveFeed:
             outbox.next_seq = rows[-1][0] + 1
 
     async def _read_stretch(self, deployment_id: int, first: int, last: int) -> Changes:
-        return await on(await self._holding(last), read_changes, deployment_id, first, last)
+        return await read_on_lane(READS, read_changes, deployment_id, first, last, floor={deployment_id: last},
+                                  trusted=True)
 
     def unsubscribe(self, outbox: Outbox) -> None:
         self.subscribers.discard(outbox)
 
-    async def _holding(self, seq: int, *, wait: bool = True) -> str:
-        """A database that holds the change `seq` (records.replicas): a replica that does, or
-        (`wait`) does within BOUNTY_REPLICA_WAIT_MS, or the primary."""
+    async def _holding(self, seq: int) -> str:
+        """A database that holds the change `seq` (records.replicas): a replica that does, or does
+        within BOUNTY_REPLICA_WAIT_MS, or the primary."""
         assert self.deployment_id is not None
-        source = await REPLICAS.at_least_async({self.deployment_id: seq},
-                                               settings.BOUNTY_REPLICA_WAIT_SECONDS if wait else 0, trusted=True,
-                                               lane=FEED)
+        source = await REPLICAS.at_least_async({self.deployment_id: seq}, settings.BOUNTY_REPLICA_WAIT_SECONDS,
+                                               trusted=True, lane=FEED)
         return source or PRIMARY
 
     async def _resolve(self) -> None:
         # Both read before either is set: a client's stream cancelled between the reads (its
         # client gone) must not leave a deployment without a cursor, which no read would ever move.
         source = REPLICAS.any()
-        deployment_id = await on(source, active_deployment_id, lane=FEED)
+        deployment_id = await read_on_lane(FEED, active_deployment_id, source=source)
         if deployment_id is not None:
             if self.subscribers:  # subscribers waiting for a new deployment need it from its first seq
-                self._forget(await on(source, genesis_position, deployment_id, lane=FEED))
+                self._forget(await read_on_lane(FEED, genesis_position, deployment_id, source=source))
             else:  # its newest changes, remembered for the clients that resume after a restart
-                head = await on(source, head_position, deployment_id, lane=FEED)
+                head = await read_on_lane(FEED, head_position, deployment_id, source=source)
                 # One more than it keeps: the oldest is forgotten, its position the memory's base.
-                newest = await on(source, read_newest, deployment_id, head.seq,
-                                  settings.BOUNTY_WS_RECENT_MESSAGES + 1, lane=FEED)
+                newest = await read_on_lane(FEED, read_newest, deployment_id, head.seq,
+                                            recent_messages()[0] + 1, source=source)
                 self._forget(head, newest.remembered() if newest and newest[-1][0] == head.seq else [])
         self.deployment_id = deployment_id
 
     def _forget(self, cursor: Position, remembered: list[Remembered] | None = None) -> None:
         """The feed goes on from `cursor`, remembering only `remembered` (messages through it)."""
         self.cursor = cursor
-        self.recent.reset(None if remembered else cursor, max_messages=settings.BOUNTY_WS_RECENT_MESSAGES,
-                          max_bytes=settings.BOUNTY_WS_RECENT_BYTES)
+        messages, size = recent_messages()
+        self.recent.reset(None if remembered else cursor, max_messages=messages, max_bytes=size)
         self.recent.extend(remembered or [])
 
     async def _run(self) -> None:
@@ -347,7 +342,7 @@ class LiveFeed:
                 for outbox in self.subscribers:
                     outbox.fail(gone)
                 self.subscribers.clear()
-                head = await on(PRIMARY, head_position, self.deployment_id or 0, lane=FEED)
+                head = await read_on_lane(FEED, head_position, self.deployment_id or 0, source=PRIMARY)
                 self._forget(head)
                 self.announced = 0  # announced in the history before
                 REPLICAS.streaming(self.deployment_id or 0, head.seq)
@@ -382,8 +377,9 @@ class LiveFeed:
         async with self.lock:
             if self.deployment_id != deployment_id or self.cursor is None or self.cursor.seq < cursor:
                 return  # moved meanwhile (another history): the next wake-up reads on
-            while rows := await on(source, read_after, self.deployment_id, self.cursor, lane=FEED):
-                slice_size = max(1, min(READ_CHUNK, settings.BOUNTY_WS_MAX_BACKLOG // 2))
+            while rows := await read_on_lane(FEED, read_after, self.deployment_id, self.cursor, source=source,
+                                             learn=_learnt):
+                slice_size = max(1, min(READ_CHUNK, ws_backlog() // 2))
                 for start in range(0, len(rows), slice_size):
                     part = Changes(rows[start : start + slice_size])
                     batch = part.batch()  # one for every client
@@ -392,7 +388,6 @@ class LiveFeed:
                     await asyncio.sleep(0)  # let the clients' senders drain before the next slice
                 self.cursor = rows.last or self.cursor
                 self.recent.extend(rows.remembered())
-                REPLICAS.learnt(source, {self.deployment_id: self.cursor.seq})
                 REPLICAS.streaming(self.deployment_id, self.cursor.seq)
                 if rows.resync:  # every client gets a new snapshot, and joins the feed again after it
                     for outbox in self.subscribers:
@@ -415,7 +410,7 @@ class LiveFeed:
         if now - self._primary_asked < max(settings.BOUNTY_REPLICA_WAIT_SECONDS, settings.BOUNTY_WS_POLL_SECONDS):
             return
         self._primary_asked = now
-        head = await on(PRIMARY, head_position, deployment_id, lane=FEED)
+        head = await read_on_lane(FEED, head_position, deployment_id, source=PRIMARY)
         if head.seq > cursor:
             self.announced = max(self.announced, head.seq)
 

@@ -6,8 +6,7 @@ import asyncio
 from collections import deque
 from collections.abc import Awaitable, Callable
 
-from django.conf import settings
-
+from records.limits import ws_backlog
 from records.metrics import WS_MESSAGES
 from records.ws.messages import MessageBatch
 
@@ -31,7 +30,7 @@ class Outbox:
     def __init__(self, next_seq: int, on_overflow: Callable[[], None], write_now: WriteNow | None = None) -> None:
         self.next_seq = next_seq
         self.write_now = write_now
-        self.bound: int = settings.BOUNTY_WS_MAX_BACKLOG
+        self.bound = ws_backlog()
         self.on_overflow = on_overflow
         self.overflowed = False
         self.failure: Exception | None = None

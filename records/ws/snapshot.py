@@ -23,17 +23,15 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import cast
 
 import orjson
-from django.conf import settings
-from django.db import DatabaseError
 
-from bountysite.databases import PRIMARY, read_connection, reading_from
-from records.history import NO_HISTORY, Position
+from bountysite.databases import read_connection
+from records.history import NO_DATA, NO_HISTORY, DataVersion, Position
 from records.kinds import KINDS
 from records.lanes import READS
-from records.limits import SnapshotSlot
+from records.limits import SnapshotSlot, snapshot_pace, snapshot_readers, snapshot_wait_seconds
 from records.metrics import WS_MESSAGES, WS_SNAPSHOTS_SENDING
 from records.models import Deployment
-from records.replicas import REPLICAS, OnPrimary
+from records.reads import read_async
 from records.selectors import (
     DeploymentFilter,
     ListQuery,
@@ -72,8 +70,7 @@ class SnapshotDeadline:
 
     def __init__(self) -> None:
         self.start = time.monotonic()
-        self.base: int = settings.BOUNTY_WS_SNAPSHOT_BASE_SECONDS
-        self.rate: int = settings.BOUNTY_WS_SNAPSHOT_MIN_BYTES_PER_SECOND
+        self.base, self.rate = snapshot_pace()
 
     def at(self, size: int) -> float:
         return self.start + self.base + size / self.rate
@@ -82,17 +79,17 @@ class SnapshotDeadline:
         return Refusal(POLICY_VIOLATION, f"snapshot taken slower than {self.rate} bytes/s")
 
 
-def _current_version() -> str:
-    """The active deployment and its data version (records.selectors.data_version): what a
-    snapshot spool is current for."""
+def _current_version() -> DataVersion:
+    """The active deployment's data version (records.selectors.data_version): what a snapshot
+    spool is current for."""
     return _version_of(active_deployment())
 
 
-def _version_of(deployment: Deployment | None) -> str:
-    return "none" if deployment is None else f"{deployment.pk}/{data_version(deployment)}"
+def _version_of(deployment: Deployment | None) -> DataVersion:
+    return NO_DATA if deployment is None else data_version(deployment)
 
 
-def _spool_snapshot(spool: SpoolWriter) -> tuple[str, Position]:
+def _spool_snapshot(spool: SpoolWriter) -> tuple[DataVersion, Position]:
     """Writes the snapshot's frames into its spool from one consistent read; returns the version
     it was read at and the position the client resumes from after it."""
     position = NO_HISTORY
@@ -133,29 +130,19 @@ def _spool_snapshot(spool: SpoolWriter) -> tuple[str, Position]:
 
 # The snapshots (records.spools): each read from the database once per data version into a spool,
 # BOUNTY_WS_SNAPSHOT_READERS at a time per process, then sent from it at each client's pace.
-_SNAPSHOTS = Spools("snapshot", Producers(lambda: settings.BOUNTY_WS_SNAPSHOT_READERS))
+_SNAPSHOTS = Spools("snapshot", Producers(snapshot_readers))
 _ANSWER = "snapshot"
 
 
 async def _snapshot_spool() -> Spool:
     """The spool of the current snapshot: one already made, one being made (waited for, on the
-    event loop), or one made now on a snapshot thread, read from a replica (records.replicas),
-    or from the primary if it fails. Refusal (1013) if none is ready within
+    event loop), or one made now on a snapshot thread, read from a replica, or from the primary if
+    it fails (records.reads). Refusal (1013) if none is ready within
     BOUNTY_WS_SNAPSHOT_WAIT_SECONDS (a production goes on for the next client) or the process's
     spools have no room."""
-    wait: int = settings.BOUNTY_WS_SNAPSHOT_WAIT_SECONDS
+    wait = snapshot_wait_seconds()
     end = time.monotonic() + wait
-    source = REPLICAS.any()
-    try:
-        with reading_from(source):
-            return await _snapshot_spool_until(end, wait)
-    except OnPrimary:  # its replica failed under the read into the spool (records.spools)
-        pass
-    except DatabaseError as error:
-        if not REPLICAS.failed(source, error):
-            raise
-    with reading_from(PRIMARY):
-        return await _snapshot_spool_until(end, wait)
+    return await read_async(lambda: _snapshot_spool_until(end, wait))
 
 
 async def _snapshot_spool_until(end: float, wait: int) -> Spool:
@@ -228,7 +215,7 @@ class _ReaderThreads:
         return asyncio.wrap_future(done)
 
     def _idle_again(self, thread: ThreadPoolExecutor) -> None:
-        if len(self._idle) < settings.BOUNTY_WS_SNAPSHOT_READERS:
+        if len(self._idle) < snapshot_readers():
             self._idle.append(thread)
         else:
             thread.shutdown(wait=False)

@@ -17,11 +17,11 @@ from contracts.demo import seed_demo_activity
 from indexer.sync import Indexer
 from records.models import Bounty, Deployment
 from records.representation import bounty_json
+from tests import metrics
 from tests.chain import Chain
 from tests.history import append_changes, updates
 from tests.indexer.conftest import catch_up_to_head, config_for
 from tests.indexer.mirror import current
-from tests import metrics
 from tests.servers import Server, stop
 from tests.websocket.conftest import commit_change, head, open_client, receive, receive_n, written_in_bulk
 
