@@ -45,6 +45,7 @@ class FaultyProxy:
         self.port = free_port()
         self.mode = FORWARD
         self.accepted = 0  # connections accepted, in every mode
+        self.swallowed = 0  # bytes either side sent that a blackhole never passed on: the fault met them
         self._selector = selectors.DefaultSelector()
         self._listener: socket.socket | None = None
         # Each open socket, the client's and the server's side of a connection, to the other side
@@ -203,6 +204,7 @@ class FaultyProxy:
                     self._close(peer)
             return
         if self.mode != FORWARD or peer is None or peer not in self._peers:
+            self.swallowed += len(data)
             return  # swallowed, never answered
         if self.latency or self._delayed:  # in order behind what waits already
             self._delayed.append((time.monotonic() + self.latency, sock, peer, data))

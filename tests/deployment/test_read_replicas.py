@@ -13,7 +13,9 @@ bound, /health says so, and reads go on from the primary."""
 from __future__ import annotations
 
 import hashlib
+import itertools
 import re
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -202,11 +204,16 @@ def test_web_processes_on_lagging_replicas_never_show_the_lag(chain: Chain, tmp_
                     assert metric(behind, 'bounty_replica_fallbacks_total{reason="behind"}') == 0
                     assert metric(fresher, 'bounty_replica_fallbacks_total{reason="behind"}') == 0
 
-                    # The further standby stops: its process sets it aside and reads the primary.
-                    far.stop()
-                    stopped = time.monotonic()
-                    wait_until(lambda: replica_status(behind) == "set_aside", timeout=SET_ASIDE_WITHIN + 5)
-                    set_aside_after = time.monotonic() - stopped
+                    # The further standby stops under reads in flight: each is read again on the
+                    # primary (none fails), and its process sets it aside.
+                    with ReadsInFlight(behind) as reads:
+                        far.stop()
+                        stopped = time.monotonic()
+                        wait_until(lambda: replica_status(behind) == "set_aside", timeout=SET_ASIDE_WITHIN + 5)
+                        set_aside_after = time.monotonic() - stopped
+                    assert reads.statuses and set(reads.statuses) == {200}, sorted(set(reads.statuses))
+                    # The fault was in effect: a read met the stopped standby.
+                    assert metric(behind, 'bounty_replica_fallbacks_total{reason="failed"}') >= 1
                     health = httpx.get(behind.http("/health"), timeout=10).json()
                     assert health["status"] == "degraded"
                     assert health["replicas"][0]["reason"], health
@@ -216,6 +223,35 @@ def test_web_processes_on_lagging_replicas_never_show_the_lag(chain: Chain, tmp_
             finally:
                 service.stop()
     assert set_aside_after < SET_ASIDE_WITHIN, f"set aside {set_aside_after:.1f} s after it stopped"
+
+
+class ReadsInFlight:
+    """Threads reading pages no cache holds (each at another offset) from a web process, back to
+    back, until the block ends; the status of each answer."""
+
+    def __init__(self, web: Server, threads: int = 4) -> None:
+        self.web, self.statuses, self.stopped = web, list[int](), threading.Event()
+        self.offsets = itertools.count()
+        self.threads = [threading.Thread(target=self._read) for _ in range(threads)]
+
+    def _read(self) -> None:
+        with httpx.Client(timeout=30) as client:
+            while not self.stopped.is_set():
+                offset = next(self.offsets) % 1_000
+                self.statuses.append(client.get(self.web.http(f"/bounties?limit=1&offset={offset}")).status_code)
+
+    def __enter__(self) -> ReadsInFlight:
+        for thread in self.threads:
+            thread.start()
+        while len(self.statuses) < 20:
+            time.sleep(0.01)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        time.sleep(0.5)  # reads after it was set aside, from the primary
+        self.stopped.set()
+        for thread in self.threads:
+            thread.join(60)
 
 
 def served_bounties(served: dict[tuple[str, int], dict[str, Any]]) -> list[int]:

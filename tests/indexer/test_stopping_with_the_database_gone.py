@@ -29,7 +29,7 @@ from indexer.locks import lock_key
 from indexer.models import SyncState
 from records.models import Bounty, Deployment
 from tests.chain import Chain
-from tests.faulty_proxy import FaultyProxy
+from tests.faulty_proxy import REFUSE, FaultyProxy
 from tests.indexer.conftest import post_bounty, process_env
 from tests.indexer.mirror import assert_mirror_equals_chain
 from tests.indexer.test_run_indexer_command import PROJECT_DIR, wait_until
@@ -177,6 +177,10 @@ def test_sigterm_stops_it_within_a_second_with_the_database_gone(chain: Chain, p
         if met is not None:
             assert met.wait(30), "".join(lines)
         case.bring(chain, proxy, lines)
+        # The fault is in effect as the signal comes: what the indexer or its server sent went
+        # nowhere, or its server is gone and it said so.
+        assert proxy.swallowed > 0 or (proxy.mode == REFUSE and any("went away" in line for line in lines)), \
+            "".join(lines)
         seconds = _stop(process)
     finally:
         if process.poll() is None:

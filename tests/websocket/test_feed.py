@@ -106,7 +106,6 @@ def test_a_feed_whose_replicas_are_all_set_aside_reads_the_primary_on_its_poll(m
     deployment = make_deployment()
     replicas = ReplicaSet([])
     replicas.replicas.append(Replica("replica1", "replica.invalid:5432/bounty"))  # set aside: not checked yet
-    replicas._monitor = threading.Thread()  # its checks are not this test's
     monkeypatch.setattr(feed, "REPLICAS", replicas)
 
     async def scenario() -> tuple[int, int]:

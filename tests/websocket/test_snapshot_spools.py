@@ -11,10 +11,9 @@ from typing import Any
 import pytest
 from channels.routing import URLRouter
 from channels.testing import WebsocketCommunicator
+from prometheus_client import REGISTRY
 
-from records import spools
 from records.routing import websocket_urlpatterns
-from records.ws import feed, snapshot
 from records.ws.messages import MessageBatch, text_frame
 from tests.factories import make_bounty, make_deployment
 from tests.websocket.conftest import logged_bounty
@@ -24,7 +23,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 @pytest.fixture
 def deployment(settings: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
-    monkeypatch.setattr(feed, "_feed", None)  # this event loop's own feed, not another test's
     deployment = make_deployment()
     settings.BOUNTY_CHAIN_ID, settings.BOUNTY_CONTRACT_ADDRESS = deployment.chain_id, deployment.contract_address
     for _ in range(3):
@@ -32,19 +30,13 @@ def deployment(settings: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     return deployment
 
 
-@pytest.fixture
-def productions(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The versions snapshots were read from the database at."""
-    made: list[str] = []
-    produce = snapshot._spool_snapshot
+def produced() -> float:
+    """Snapshots read from the database into spools so far (bounty_spools_produced_total)."""
+    return REGISTRY.get_sample_value("bounty_spools_produced_total", {"kind": "snapshot"}) or 0.0
 
-    def recorded(writer: spools.SpoolWriter) -> Any:
-        version, position = produce(writer)
-        made.append(version)
-        return version, position
 
-    monkeypatch.setattr(snapshot, "_spool_snapshot", recorded)
-    return made
+def spools_open() -> float:
+    return REGISTRY.get_sample_value("bounty_spools_open") or 0.0
 
 
 async def snapshot_to_complete() -> list[dict[str, Any]]:
@@ -57,26 +49,27 @@ async def snapshot_to_complete() -> list[dict[str, Any]]:
     return messages
 
 
-def test_clients_connecting_at_one_data_version_share_one_read_of_the_database(
-        deployment: Any, productions: list[str]) -> None:
+def test_clients_connecting_at_one_data_version_share_one_read_of_the_database(deployment: Any) -> None:
     async def scenario() -> list[list[dict[str, Any]]]:
         first = await snapshot_to_complete()
         return [first, *await asyncio.gather(*(snapshot_to_complete() for _ in range(6)))]
 
+    before = produced()
     snapshots = asyncio.run(scenario())
-    assert len(productions) == 1
+    assert produced() - before == 1
     assert all(received == snapshots[0] for received in snapshots)
     assert [message["type"] for message in snapshots[0]] == ["bounty.created"] * 3 + ["snapshot.complete"]
 
 
-def test_a_change_makes_a_new_snapshot_and_the_superseded_spool_goes(deployment: Any, productions: list[str]) -> None:
+def test_a_change_makes_a_new_snapshot_and_the_superseded_spool_goes(deployment: Any) -> None:
+    before, open_before = produced(), spools_open()
     first = asyncio.run(snapshot_to_complete())
+    assert spools_open() - open_before == 1
     logged_bounty(deployment)
     second = asyncio.run(snapshot_to_complete())
-    assert len(productions) == 2 and productions[0] != productions[1]
+    assert produced() - before == 2
     assert second[-1]["payload"]["bounties"] == 4 and second[-1]["seq"] > first[-1]["seq"]
-    assert spools._registry._superseded == set()  # nobody reads the first one: closed at once
-    assert spools.spool_bytes() == sum(spool.size for spool in spools._registry._current.values())
+    assert spools_open() - open_before == 1  # nobody reads the first one: closed at once
 
 
 def test_a_batch_of_frames_gives_back_the_texts_it_frames() -> None:
