@@ -38,7 +38,7 @@ from psycopg_pool import PoolTimeout
 
 from bountysite.databases import PRIMARY, reading_from, replica_aliases
 from indexer.models import ChangeLogEntry, SyncState
-from records.lanes import READS, Lane
+from records.lanes import CONNECTION_LOST, READS, Lane
 from records.metrics import REPLICA_FALLBACKS, REPLICA_IN_USE, REPLICA_LAG
 
 logger = logging.getLogger(__name__)
@@ -48,10 +48,6 @@ Floor = Mapping[int, int]  # the change-log seq a read needs at least, by deploy
 
 PROBE_SECONDS = 0.05  # how often a read waiting for its replica asks it again
 RECOVERY_CONFLICT = "40001"  # a standby cancelled a query that replay had to overtake (SQLSTATE)
-# SQLSTATE classes of a server that does not answer: a connection exception (08), or one shutting
-# down, crashed or starting (57P01-57P03: "operator intervention", but not 57014, a statement
-# cancelled by its timeout).
-NOT_ANSWERING = ("08", "57P")
 
 
 class ReplicaHealth(TypedDict):
@@ -297,7 +293,7 @@ class ReplicaSet:
         sqlstate = getattr(cause, "sqlstate", None)
         if sqlstate == RECOVERY_CONFLICT or isinstance(cause, PoolTimeout):
             return True
-        if sqlstate is not None and not sqlstate.startswith(NOT_ANSWERING):
+        if sqlstate is not None and not sqlstate.startswith(CONNECTION_LOST):
             return False
         if (replica := self._named(alias)) is not None:
             self._set_aside(replica, f"did not answer a read: {type(cause).__name__}")
