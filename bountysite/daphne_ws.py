@@ -59,6 +59,14 @@ tests/websocket/test_daphne_frames.py fails when Twisted holds unsent bytes anyw
 a write on the spot itself (the bypass can go then), and test_daphne_ws.py when frames written at
 once overtake a message sent before them, whether Twisted or autobahn held it.
 
+**Debug lines formatted only when written.** Upstream: autobahn's `_connectionMade` formats every
+option of each new connection with `pprint.pformat` for a debug line (`self.log.debug("\n{attrs}",
+attrs=pformat(...))`), whether debug lines are written or not: about 40 options, formatted for
+every websocket a reconnect storm brings back. We need a connection to cost what it does. The bend
+gives autobahn's protocol module a `pformat` that returns a `LazyFormat`: the same text, made only
+if the line is written. tests/websocket/test_daphne_ws.py checks the text is the same and made
+only when asked for, and fails once autobahn no longer formats eagerly.
+
 **Denial responses: the `websocket.http.response` extension.** Upstream: an application can refuse
 a websocket handshake only with `websocket.close` before accepting, which daphne answers `403
 Access denied`, with no header of the application's; and daphne ignores ASGI's
@@ -77,8 +85,9 @@ import contextlib
 import socket
 from functools import partial
 from http import HTTPStatus
-from typing import Any
+from typing import Any, cast
 
+from autobahn.websocket import protocol as autobahn_protocol
 from daphne.server import Server
 from daphne.ws_protocol import WebSocketProtocol
 from twisted.internet import tcp
@@ -99,6 +108,7 @@ class Upstream:
     side's bend (bountysite.daphne_http) whichever is installed first."""
 
     server_close = WebSocketProtocol.serverClose
+    pformat = cast(Any, autobahn_protocol).pformat
     server_handle_reply: Any = None
     create_application = Server.create_application
     protocol_handle_reply = WebSocketProtocol.handle_reply
@@ -228,6 +238,24 @@ def _protocol_handle_reply(self: Any, message: dict[str, Any]) -> None:
             write(self.transport, message["frames"])
 
 
+# ---------------------------------------------------------------------------- debug lines formatted only when written
+
+
+class LazyFormat:
+    """`pprint.pformat(value)`, made when a log line that holds it is written."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: object) -> None:
+        self.value = value
+
+    def __str__(self) -> str:
+        return str(Upstream.pformat(self.value))
+
+    def __format__(self, spec: str) -> str:  # txaio writes a line with str.format
+        return format(str(self), spec)
+
+
 # ---------------------------------------------------------------------------- denial responses
 
 
@@ -266,3 +294,4 @@ def install(*, send_buffer_bytes: int | None = None) -> None:
         Server.handle_reply = _server_handle_reply  # backpressure, denial responses
     Server.create_application = _create_application  # prebuilt frames, denial responses
     WebSocketProtocol.handle_reply = _protocol_handle_reply  # prebuilt frames, close reasons
+    cast(Any, autobahn_protocol).pformat = LazyFormat  # debug lines formatted only when written

@@ -7,9 +7,12 @@ bountysite/bodiless.py, in tests/api/test_bodiless.py.)"""
 
 from __future__ import annotations
 
+import inspect
+import pprint
 import socket
 import time
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
@@ -127,3 +130,37 @@ def test_an_application_answers_the_handshake_with_its_status_headers_and_body(b
 def test_daphne_alone_still_offers_no_denial_extension(upstream: Server) -> None:
     response = upgrade(upstream.port, "/deny")
     assert response.status == 101, "daphne offers websocket.http.response now: the denial responses' bend can go"
+
+
+# ---------------------------------------------------------------------------- debug lines formatted only when written
+
+
+class Counted:
+    """A value that counts how often it is formatted."""
+
+    def __init__(self) -> None:
+        self.formatted = 0
+
+    def __repr__(self) -> str:
+        self.formatted += 1
+        return "<counted>"
+
+
+def test_a_debug_lines_value_is_formatted_only_when_the_line_is_written() -> None:
+    from autobahn.websocket import protocol
+
+    from bountysite import daphne_ws
+
+    daphne_ws.install()
+    value = Counted()
+    lazy = cast(Any, protocol).pformat([("option", value, "Factory")])  # what autobahn passes its debug line
+    assert value.formatted == 0
+    assert "\n{attrs}".format(attrs=lazy) == "\n" + pprint.pformat([("option", value, "Factory")])  # noqa: UP032
+    assert value.formatted == 2
+
+
+def test_autobahn_alone_still_formats_every_connections_options_eagerly() -> None:
+    from autobahn.websocket.protocol import WebSocketProtocol
+
+    source = inspect.getsource(WebSocketProtocol._connectionMade)
+    assert "attrs=pformat(" in source, "autobahn formats its debug line lazily now: that bend can go"
