@@ -29,15 +29,16 @@ import contextvars
 import functools
 import queue
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Hashable
 from concurrent.futures import Future
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from django.db import DatabaseError, connections
 
 from records.limits import ws_read_threads
 
 T = TypeVar("T")
+K = TypeVar("K", bound=Hashable)
 
 # SQLSTATE classes of a server that does not answer: a connection exception (08), or one shutting
 # down, crashed or starting (57P01-57P03: "operator intervention", but not 57014, a statement
@@ -108,3 +109,18 @@ class Lane:
 
 FEED = Lane("ws-feed", lambda: 1, keeps_connection=True)
 READS = Lane("ws-read", ws_read_threads)
+
+
+class Shared(Generic[K, T]):
+    """One read for every caller asking the same thing meanwhile: the first caller's read is
+    awaited by the others (each through a shield: a caller that goes away cancels nothing)."""
+
+    def __init__(self) -> None:
+        self._reading: dict[K, asyncio.Task[T]] = {}
+
+    async def get(self, key: K, read: Callable[[], Awaitable[T]]) -> T:
+        task = self._reading.get(key)
+        if task is None:
+            task = self._reading[key] = asyncio.ensure_future(read())
+            task.add_done_callback(lambda _: self._reading.pop(key, None))
+        return await asyncio.shield(task)

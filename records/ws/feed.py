@@ -26,8 +26,8 @@ import functools
 import logging
 import time
 import weakref
-from collections.abc import Awaitable, Callable, Hashable
-from typing import Any, Generic, TypeVar, cast
+from collections.abc import Hashable
+from typing import Any, TypeVar, cast
 
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.conf import settings
@@ -36,7 +36,7 @@ from bountysite.databases import PRIMARY
 from bountysite.redis_reach import FAILURES, REDIS, RETRY_SECONDS
 from records.changes import CHANGES_GROUP, MessageType
 from records.history import MAX_SEQ, Position
-from records.lanes import FEED, READS
+from records.lanes import FEED, READS, Shared
 from records.limits import recent_messages, ws_backlog
 from records.metrics import WS_MESSAGES, WS_RESUMES, WS_SLOWEST_QUEUE
 from records.reads import read_on_lane
@@ -181,21 +181,6 @@ async def resume_point(since: str) -> int | None:
     vouched = await read_on_lane(READS, changes_after, deployment_id, position, position.seq + 1, 0,
                                  floor={deployment_id: position.seq}) is not None
     return position.seq + 1 if vouched else None
-
-
-class Shared(Generic[K, T]):
-    """One read for every caller asking the same thing meanwhile: the first caller's read is
-    awaited by the others (each through a shield: a caller that goes away cancels nothing)."""
-
-    def __init__(self) -> None:
-        self._reading: dict[K, asyncio.Task[T]] = {}
-
-    async def get(self, key: K, read: Callable[[], Awaitable[T]]) -> T:
-        task = self._reading.get(key)
-        if task is None:
-            task = self._reading[key] = asyncio.ensure_future(read())
-            task.add_done_callback(lambda _: self._reading.pop(key, None))
-        return await asyncio.shield(task)
 
 
 class LiveFeed:

@@ -27,7 +27,7 @@ import orjson
 from bountysite.databases import read_connection
 from records.history import NO_DATA, NO_HISTORY, DataVersion, Position
 from records.kinds import KINDS
-from records.lanes import READS
+from records.lanes import READS, Shared
 from records.limits import SnapshotSlot, snapshot_pace, snapshot_readers, snapshot_wait_seconds
 from records.metrics import WS_MESSAGES, WS_SNAPSHOTS_SENDING
 from records.models import Deployment
@@ -132,6 +132,7 @@ def _spool_snapshot(spool: SpoolWriter) -> tuple[DataVersion, Position]:
 # BOUNTY_WS_SNAPSHOT_READERS at a time per process, then sent from it at each client's pace.
 _SNAPSHOTS = Spools("snapshot", Producers(snapshot_readers))
 _ANSWER = "snapshot"
+_starting: Shared[DataVersion, Spool] = Shared()  # the snapshot thread's run, by version
 
 
 async def _snapshot_spool() -> Spool:
@@ -156,8 +157,19 @@ async def _snapshot_spool_until(end: float, wait: int) -> Spool:
                 made = await asyncio.shield(asyncio.wrap_future(pending))
                 if hand(made):
                     return made
-            return await asyncio.shield(_reader_threads.run(
-                _SNAPSHOTS.get, _ANSWER, version, _spool_snapshot, max(0.0, end - time.monotonic())))
+            # One snapshot thread for every client asking meanwhile (a thread started per waiting
+            # client before the first production was registered was a thread per client in a storm).
+            started: list[bool] = []
+
+            def start() -> asyncio.Future[Spool]:
+                started.append(True)
+                return _reader_threads.run(_SNAPSHOTS.get, _ANSWER, version, _spool_snapshot,
+                                           max(0.0, end - time.monotonic()))
+
+            made = await _starting.get(version, start)
+            if started or hand(made):  # its maker's is handed to it already
+                return made
+            return await asyncio.shield(start())
     except TimeoutError:
         raise Refusal(TRY_AGAIN_LATER, f"no snapshot was ready within {wait} s; try again later") from None
     except SpoolUnavailable as refusal:
