@@ -4,10 +4,11 @@ One `LiveFeed` per server process reads the change log (seq gap-free per deploym
 cursor -- one query per wake-up for the whole process, never per client -- and puts the messages
 in every subscribed client's bounded `Outbox` as one `MessageBatch`, encoded and framed once for all.
 It wakes on the channel-layer message the indexer sends after each commit
-(records.changes.notify_changes; with Redis it crosses processes) and polls every
-BOUNTY_WS_POLL_MS besides, which alone carries the embedded default (SQLite, no Redis), where the
-in-memory layer cannot reach another process, and every feed while Redis cannot be reached: the
-log is read by seq either way, so an outage of Redis costs no message and reorders none.
+(records.changes.notify_changes; with Redis it crosses processes) and polls besides: every
+BOUNTY_WS_POLL_MS while no announcement can reach it, which alone carries the embedded default
+(SQLite, no Redis), where the in-memory layer cannot reach another process, and every feed while
+Redis cannot be reached; once a second while they do, for one lost. The log is read by seq
+either way, so an outage of Redis costs no message and reorders none.
 
 Every read goes on from the position of the last change read (records.history), and only while
 the change log still vouches for it: a process whose database was restored, promoted or replaced
@@ -57,6 +58,7 @@ from records.ws.recent import RecentChanges, Remembered
 logger = logging.getLogger(__name__)
 
 READ_CHUNK = 1_000  # change-log rows per query
+ANNOUNCED_POLL_SECONDS = 1.0  # the feed's poll while the indexer's announcements reach it
 T = TypeVar("T")
 K = TypeVar("K", bound=Hashable)
 
@@ -309,7 +311,9 @@ class LiveFeed:
         poll: float = settings.BOUNTY_WS_POLL_SECONDS
         while True:
             try:
-                async with asyncio.timeout(poll):
+                # While the indexer's announcements reach it, the poll is only a safety net for one
+                # lost: every 50 ms it was 20 reads a second of an idle process, each a transaction.
+                async with asyncio.timeout(max(poll, ANNOUNCED_POLL_SECONDS) if self.listening else poll):
                     await self._wake.wait()
             except TimeoutError:
                 pass
