@@ -335,6 +335,7 @@ RENEW_SECONDS = 20.0  # how often a process renews its connections' entries in R
 ENTRY_SECONDS = 60.0  # how long an entry counts without being renewed: its process died
 REDIS_THREADS = 8
 MAX_QUEUED_CALLS = 64  # calls waiting on one of those threads, past which a handshake decides without Redis
+SAID_EVERY_SECONDS = 60.0  # how often handshakes decided without Redis are said in the log
 CONNECTS_WINDOW_SECONDS = 60
 
 _PROCESS = uuid.uuid4().hex[:12]  # connection IDs are unique across processes and hosts
@@ -349,6 +350,10 @@ class _RedisCalls:
         self._threads = [ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"ws-redis-{n}") for n in range(threads)]
         self._queued = [0] * threads
         self._lock = threading.Lock()
+        # How many handshakes decided without Redis since it was last said, by why: said at most
+        # once every SAID_EVERY_SECONDS (a reconnect storm decides thousands so).
+        self._undecided: dict[str, int] = {}
+        self._said_at = -SAID_EVERY_SECONDS
 
     def of(self, client_set: str) -> int:
         return zlib.crc32(client_set.encode()) % len(self._threads)
@@ -375,16 +380,23 @@ class _RedisCalls:
         False) if the thread's queue was full."""
         future = self.submit(client_set, call, *args)
         if future is None:
-            logger.warning("a websocket's call to Redis found %s calls waiting: decided without Redis",
-                           MAX_QUEUED_CALLS)
+            self._decided_without(f"found {MAX_QUEUED_CALLS} calls waiting on its thread")
             return None, False
         try:
             async with asyncio.timeout(2 * settings.REDIS_TIMEOUT_SECONDS):
                 return await asyncio.shield(asyncio.wrap_future(future)), True
         except TimeoutError:
-            logger.warning("Redis did not answer a websocket's call within %s s: decided without it",
-                           2 * settings.REDIS_TIMEOUT_SECONDS)
+            self._decided_without(f"was not answered within {2 * settings.REDIS_TIMEOUT_SECONDS:g} s")
             return None, True
+
+    def _decided_without(self, why: str) -> None:
+        self._undecided[why] = self._undecided.get(why, 0) + 1
+        now = time.monotonic()
+        if now - self._said_at >= SAID_EVERY_SECONDS:
+            said = "; ".join(f"{count} {why}" for why, count in self._undecided.items())
+            logger.warning("websocket calls to Redis decided without it (this process counted them alone) since "
+                           "last said: %s", said)
+            self._undecided, self._said_at = {}, now
 
 
 _redis_calls = _RedisCalls(REDIS_THREADS)
