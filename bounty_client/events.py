@@ -6,7 +6,7 @@ another, it hands over each complete snapshot and each live message once, in ord
 where to resume from (`resume_from`, a position) and so which URL to connect to next
 (`next_url`). `watch_events` runs it over real connections with the `websockets` package
 (`pip install "./bounty_client[events]"`), reconnecting after a drop with a doubling backoff, or
-within a short random window after the server restarts (`Backoff`).
+within a short random window after the server restarts and while it starts again (`Backoff`).
 
 A position is opaque: it is only ever stored and sent back, never built or parsed (one looks like
 `41.3f9a…` today). `seq` still orders the messages of one history, so repeats are dropped by seq,
@@ -184,24 +184,41 @@ class Backoff:
     A 1012 or 1001 close (the server restarts, or goes away) is not a failure: the pause is drawn
     uniformly between 0 and `restart_window` seconds (within the ceiling), and the doubling does
     not grow for it, so the clients of a restarted process come back at once, spread over the
-    window. That quick return is taken once until a message is delivered again (`reset()`): a
-    second 1012 or 1001 without one in between waits the doubling pause, as any other close, so a
-    server that keeps restarting is not hammered.
+    window. The new process may take seconds to listen: until a message is delivered again, a
+    connection that fails without a close frame from the server (1006: refused, reset, timed out,
+    a failed handshake) is retried after a pause drawn uniformly between half of `restart_window`
+    and all of it (within the ceiling), for at most `restart_tries` such failures in a row (by
+    default 30: about half a minute of a server restarting), again without growing the doubling,
+    so the clients are back within a second of its listening. After those tries, or after a close
+    the server sent with any other code (it is up again), the doubling pause applies as before.
+
+    That quick return is taken once until a message is delivered again (`reset()`): a second 1012
+    or 1001 without one in between waits the doubling pause, as any other close, so a server that
+    keeps restarting is not hammered.
     """
 
     initial: float = 1.0
     ceiling: float = 60.0
     limit_factor: float = 5.0
     restart_window: float = 1.0
+    restart_tries: int = 30
     rng: Callable[[], float] = random.random  # a number in [0, 1)
     _failures: int = field(default=0, init=False)
     _restart_taken: bool = field(default=False, init=False)  # a quick return since the last message
+    _restart_tries_left: int = field(default=0, init=False)  # quick retries left while the server restarts
 
     def next_delay(self, close_code: int) -> float:
-        """The seconds to wait before the next connection, after one that closed with `close_code`."""
+        """The seconds to wait before the next connection, after one that closed with `close_code`
+        (`NO_CLOSE_CODE`, 1006, when there was no close frame or no connection)."""
+        window = min(self.restart_window, self.ceiling)
         if close_code in RESTART_CLOSE_CODES and not self._restart_taken:
             self._restart_taken = True
-            return self.rng() * min(self.restart_window, self.ceiling)
+            self._restart_tries_left = self.restart_tries
+            return self.rng() * window
+        if close_code == NO_CLOSE_CODE and self._restart_tries_left > 0:
+            self._restart_tries_left -= 1
+            return window / 2 + self.rng() * window / 2
+        self._restart_tries_left = 0  # the tries are used up, or a close frame says the server is up
         delay = self.initial * 2.0 ** min(self._failures, 62)
         if close_code in LIMIT_CLOSE_CODES:
             delay *= self.limit_factor
@@ -211,9 +228,10 @@ class Backoff:
 
     def reset(self) -> None:
         """The next pause is `initial` again, or the restart window after a 1012 or 1001 (a
-        connection delivered messages)."""
+        connection delivered messages); the retries of a restart end."""
         self._failures = 0
         self._restart_taken = False
+        self._restart_tries_left = 0
 
 
 async def watch_events(
@@ -236,12 +254,13 @@ async def watch_events(
     closes it, it connects again with `?since=<the last position applied>` after a pause
     (`backoff`, a `Backoff()` by default: 1 s doubling to 60 s, five times as long after a 1008 or
     1013, with jitter; between 0 and 1 s after a 1012 or 1001, a restart, once until a message
-    comes again); `on_disconnect(close_code, pause)` is called first (1006 when there was no close
-    frame or no connection). A message that does not parse, or is not of the documented
-    shape, ends the connection the same way; the fold goes on from the last message applied. If
-    the service cannot vouch for the position, it sends a snapshot, handed over as such. Messages
-    of any size are accepted (a record's metadata URI may be long). An exception of a handler
-    ends the watch.
+    comes again, and then every 0.5 to 1 s for up to 30 connections in a row that fail without a
+    close frame while the new server process starts); `on_disconnect(close_code, pause)` is called
+    first (1006 when there was no close frame or no connection). A message that does not parse,
+    or is not of the documented shape, ends the connection the same way; the fold goes on from
+    the last message applied. If the service cannot vouch for the position, it sends a snapshot,
+    handed over as such. Messages of any size are accepted (a record's metadata URI may be long).
+    An exception of a handler ends the watch.
 
     Needs the `websockets` package (`pip install "./bounty_client[events]"`).
     """

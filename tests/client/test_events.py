@@ -5,6 +5,7 @@ watch_events against a real websockets server on loopback that plays the service
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import socket
 import time
@@ -132,7 +133,7 @@ def test_after_a_restart_the_pause_is_drawn_from_the_window_and_the_doubling_doe
     draws = iter([1.0, 1.0, 0.0, 1.0, 0.5])
     backoff = Backoff(initial=1.0, ceiling=60.0, restart_window=0.4, rng=lambda: next(draws))
     # 4, not 8: the restart did not count as a failure
-    assert [backoff.next_delay(c) for c in (1006, 1006, code, 1006)] == [1.0, 2.0, 0.0, 4.0]
+    assert [backoff.next_delay(c) for c in (1006, 1006, code, 1011)] == [1.0, 2.0, 0.0, 4.0]
     backoff.reset()
     assert backoff.next_delay(code) == 0.2
 
@@ -141,11 +142,47 @@ def test_a_second_restart_without_a_message_in_between_waits_the_doubling_pause(
     backoff = Backoff(initial=1.0, ceiling=60.0, restart_window=0.4, rng=lambda: 1.0)
     assert [backoff.next_delay(code) for code in (1012, 1001, 1012, 1006, 1012)] == [0.4, 1.0, 2.0, 4.0, 8.0]
     backoff.reset()
-    assert [backoff.next_delay(code) for code in (1001, 1006, 1012)] == [0.4, 1.0, 2.0]
+    assert [backoff.next_delay(code) for code in (1001, 1011, 1012)] == [0.4, 1.0, 2.0]
 
 
 def test_the_restart_window_is_within_the_ceiling() -> None:
     assert Backoff(ceiling=0.2, rng=lambda: 0.5).next_delay(1012) == 0.1
+
+
+@pytest.mark.parametrize("code", [1012, 1001])
+def test_while_the_server_restarts_a_failed_connection_is_retried_within_the_window_without_doubling(code: int) -> None:
+    draws = itertools.cycle([0.0, 0.5, 0.999])
+    backoff = Backoff(initial=1.0, ceiling=60.0, restart_window=0.4, restart_tries=6, rng=lambda: next(draws))
+    assert [backoff.next_delay(c) for c in (1006, code)] == [0.5, 0.2]
+    retries = [backoff.next_delay(1006) for _ in range(6)]  # refused while the new process starts
+    assert retries == pytest.approx([0.3998, 0.2, 0.3, 0.3998, 0.2, 0.3])
+    assert all(0.2 <= pause <= 0.4 for pause in retries)
+    # The tries are used up: the doubling goes on from the one failure before the restart, 2 s, then 4 s.
+    assert [backoff.next_delay(1006) for _ in range(2)] == pytest.approx([1.999, 2.0])
+
+
+def test_the_restart_tries_are_30_by_default_within_a_window_of_half_a_second_to_a_second() -> None:
+    backoff = Backoff(initial=4.0, rng=lambda: 0.0)
+    assert backoff.next_delay(1012) == 0.0
+    assert [backoff.next_delay(1006) for _ in range(30)] == [0.5] * 30
+    assert [backoff.next_delay(1006) for _ in range(2)] == [2.0, 4.0]
+
+
+@pytest.mark.parametrize(("code", "pause"), [
+    (1011, 1.0), (1008, 5.0), (1013, 5.0), (4000, 1.0), (1012, 1.0), (1001, 1.0)])
+def test_a_close_the_server_sends_after_a_restart_waits_the_doubling_pause_and_ends_the_retries(
+        code: int, pause: float) -> None:
+    backoff = Backoff(initial=1.0, ceiling=60.0, restart_window=0.4, rng=lambda: 1.0)
+    assert [backoff.next_delay(c) for c in (1012, 1006, code, 1006, 1006)] == [0.4, 0.4, pause, 2.0, 4.0]
+
+
+def test_a_message_ends_the_restart_retries_and_the_next_restart_has_them_all_again() -> None:
+    backoff = Backoff(initial=1.0, ceiling=60.0, restart_window=0.4, restart_tries=2, rng=lambda: 1.0)
+    assert [backoff.next_delay(c) for c in (1012, 1006)] == [0.4, 0.4]
+    backoff.reset()
+    assert [backoff.next_delay(1006) for _ in range(2)] == [1.0, 2.0]
+    backoff.reset()
+    assert [backoff.next_delay(c) for c in (1001, 1006, 1006, 1006)] == [0.4, 0.4, 0.4, 1.0]
 
 
 # ------------------------------------------------------------------ watch_events against a server
@@ -319,4 +356,29 @@ def test_it_comes_back_within_the_restart_window_after_a_1012_and_on_the_backoff
                 assert fourth - third >= 0.75
                 assert service.paths == ["/ws/events", "/ws/events?since=3.a", "/ws/events?since=3.a",
                                          "/ws/events?since=4.a"]
+    asyncio.run(run())
+
+
+def test_while_the_server_restarts_it_retries_within_the_window_and_is_back_soon_after_it_listens() -> None:
+    async def run() -> None:
+        async def restart(connection: ServerConnection) -> None:
+            await connection.send(json.dumps(complete(3, "3.a")))
+            old_server.server.close()  # the old process stops listening; this connection stays open
+            await connection.close(1012)
+
+        old = ScriptedService([restart])
+        async with serve(old.handle, "127.0.0.1", 0) as old_server:
+            port = next(iter(old_server.sockets)).getsockname()[1]
+            backoff = Backoff(initial=1.0, ceiling=1.0, restart_window=0.1, rng=lambda: 0.5)
+            async with watching(f"http://127.0.0.1:{port}", backoff=backoff) as watched:
+                await watched.until(lambda: len(watched.disconnects) >= 4, "three refused connections after the 1012")
+                new = ScriptedService([sends(live("bounty.created", 1, 4, "4.a"))])
+                async with serve(new.handle, "127.0.0.1", port):
+                    listening_at = time.monotonic()
+                    await watched.until(lambda: len(watched.events) == 1, "the message of the new process")
+                    refused = len(watched.disconnects) - 1
+                    assert watched.disconnects == [(1012, 0.05)] + [(1006, pytest.approx(0.075))] * refused
+                assert new.paths == ["/ws/events?since=3.a"]
+                # within a pause of the window, not the doubling pause of 0.5 s or more
+                assert new.opened_at[0] - listening_at < 0.5
     asyncio.run(run())

@@ -88,7 +88,7 @@ export interface WatchHandlers {
   onSnapshot?(snapshot: Snapshot): void;
   /** A live message, in seq order: `*.removed` deletes the record, every other type replaces it. */
   onEvent?(event: LiveEvent): void;
-  /** The connection dropped (`code`); it is opened again after `delayMs` (see `reconnectDelayMs`, `restartWindowMs`). */
+  /** The connection dropped (`code`); it is opened again after `delayMs` (see `reconnectDelayMs`, `restartWindowMs`, `restartTries`). */
   onDisconnect?(code: number, delayMs: number): void;
   /** A message that does not parse (the connection is then opened again, resuming), or a handler's exception. */
   onError?(error: unknown): void;
@@ -120,10 +120,22 @@ export interface WatchOptions {
    * `maxReconnectDelayMs`) and the doubling wait does not grow for it; the clients of a restarted
    * server come back at once, spread over the window. That quick return is taken once until a
    * message arrives again: a second 1012 or 1001 without one in between waits the doubling wait,
-   * as any other close, so a server that keeps restarting is not hammered.
+   * as any other close, so a server that keeps restarting is not hammered. See `restartTries` for
+   * the connections that fail while the new server starts.
    */
   restartWindowMs?: number;
-  /** A number in [0, 1), for the jitter and the restart window (default `Math.random`). */
+  /**
+   * After the quick return of a 1012 or 1001, while the new server does not listen yet (it may
+   * take seconds): how many connections in a row that fail without a close frame from the server
+   * (code 1006: refused, reset, timed out, a failed handshake) are retried after a wait drawn
+   * uniformly between half of `restartWindowMs` and all of it (within `maxReconnectDelayMs`),
+   * without growing the doubling wait (default 30: about half a minute of a server restarting),
+   * so that its clients are back within a second of its listening. After these tries, after a
+   * close the server sent with any other code (it is up again), or once a message arrives, the
+   * doubling wait applies as before.
+   */
+  restartTries?: number;
+  /** A number in [0, 1), for the jitter and the restart waits (default `Math.random`). */
   random?: () => number;
 }
 
@@ -146,7 +158,8 @@ export function eventsUrl(baseUrl: string): string {
  * Follows `/ws/events` of the service at `baseUrl` (`http(s)://` or `ws(s)://`) until `close()`:
  * `onSnapshot` gets every complete snapshot, `onEvent` every live message after it, once each, in
  * order. After a drop it connects again, resuming, after a wait: a growing one after a failure
- * (`reconnectDelayMs`), a short random one after the server restarts (`restartWindowMs`).
+ * (`reconnectDelayMs`), a short random one after the server restarts (`restartWindowMs`) and while
+ * it starts again (`restartTries`).
  */
 export function watchEvents(baseUrl: string, handlers: WatchHandlers, options: WatchOptions = {}): Watch {
   const Socket = options.WebSocket ?? (globalThis as unknown as { WebSocket?: WebSocketConstructor }).WebSocket;
@@ -154,10 +167,12 @@ export function watchEvents(baseUrl: string, handlers: WatchHandlers, options: W
   const url = eventsUrl(baseUrl);
   const firstDelay = options.reconnectDelayMs ?? 1000;
   const maxDelay = options.maxReconnectDelayMs ?? 60_000;
-  const restartWindow = options.restartWindowMs ?? 1000;
+  const restartWindow = Math.min(options.restartWindowMs ?? 1000, maxDelay);
+  const restartTries = options.restartTries ?? 30;
   const random = options.random ?? Math.random;
   let failures = 0; // connections in a row that ended before a message arrived
   let restartTaken = false; // a quick return after a 1012 or 1001 since the last message
+  let restartTriesLeft = 0; // quick retries left while the server restarts
   let resumeFrom: string | null = options.since ?? null;
   let lastSeq: number | null = null; // of the last message applied: a repeat has no greater one
   let building: Omit<Snapshot, "position"> | null = null;
@@ -199,6 +214,7 @@ export function watchEvents(baseUrl: string, handlers: WatchHandlers, options: W
     ws.onmessage = (event) => {
       failures = 0;
       restartTaken = false;
+      restartTriesLeft = 0;
       let message: Message;
       try {
         message = JSON.parse(String(event.data)) as Message;
@@ -223,8 +239,13 @@ export function watchEvents(baseUrl: string, handlers: WatchHandlers, options: W
       let delayMs: number;
       if ((event.code === 1012 || event.code === 1001) && !restartTaken) {
         restartTaken = true;
-        delayMs = random() * Math.min(restartWindow, maxDelay);
+        restartTriesLeft = restartTries;
+        delayMs = random() * restartWindow;
+      } else if (event.code === 1006 && restartTriesLeft > 0) {
+        restartTriesLeft -= 1;
+        delayMs = restartWindow / 2 + random() * (restartWindow / 2);
       } else {
+        restartTriesLeft = 0; // the tries are used up, or a close frame says the server is up
         const limited = event.code === 1008 || event.code === 1013;
         const ceiling = Math.min(firstDelay * 2 ** Math.min(failures, 30) * (limited ? 5 : 1), maxDelay);
         delayMs = ceiling / 2 + random() * (ceiling / 2);
