@@ -1,6 +1,7 @@
 """scripts/dev: the ports and state folder it is given, a serving line only once it serves, a clear
-stop on a busy port, one moderator password per dev state, each log line once, and with
---env-file the node and deployment of deploy/bounty.env.example instead of a dev chain."""
+stop on a busy port, one moderator password per dev state, each log line once, Ctrl-C stopping
+everything even when it was started with SIGINT ignored, and with --env-file the node and
+deployment of deploy/bounty.env.example instead of a dev chain."""
 
 from __future__ import annotations
 
@@ -35,8 +36,13 @@ def _environment() -> dict[str, str]:
 
 
 def _dev(*args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(["scripts/dev", *args], cwd=PROJECT_DIR, env=_environment(), text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    """scripts/dev started with SIGINT ignored, whatever this test run was started with. A test run
+    started as a background job of a non-interactive shell (CI, a tool) passes that on, and bash
+    cannot trap an ignored signal, so Ctrl-C once stopped nothing there. `env --ignore-signal` then
+    execs scripts/dev, so the process's ID is scripts/dev's own."""
+    return subprocess.Popen(["env", "--ignore-signal=INT", "scripts/dev", *args], cwd=PROJECT_DIR,
+                            env=_environment(), text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            start_new_session=True)
 
 
 def _stop(process: subprocess.Popen[str]) -> str:
@@ -136,6 +142,7 @@ def test_a_restart_of_the_same_state_keeps_the_moderators_password(state: Path,
         started.append(dev)
         printed = wait_for_line(dev, "dev: demo moderator", timeout=240)
         _stop(dev)
+        assert dev.returncode == 130
         match = re.search(r"password '([^']+)' \(kept in (.+)\)", printed[-1])
         assert match is not None, printed[-1]
         assert Path(match.group(2)) == (state / "demo-moderator-password").resolve()
