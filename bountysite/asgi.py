@@ -2,8 +2,9 @@
 runserver`, which is daphne's): HTTP to Django (through bountysite/bodiless.py's layer that sends
 no body for a HEAD, 204 or 304), the websocket `/ws/events` to Channels. It installs every bend of
 daphne, each side's from its own module: bountysite/daphne_ws.py (close codes and reasons,
-backpressure, prebuilt frames, denial responses), bountysite/daphne_http.py (a body written as
-the client takes it, the stall limit, and a failure after the response started) and
+backpressure, prebuilt frames, denial responses, autobahn's debug lines formatted only when
+written), bountysite/daphne_http.py (a body written as the client takes it, the stall limit, a
+failure after the response started, reason phrases) and
 bountysite/daphne_shutdown.py (a stop that tells websocket clients and ends within 2 s).
 
 No origin validator wraps the websocket: the feed is public and read-only and reads no
