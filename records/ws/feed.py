@@ -26,7 +26,6 @@ import asyncio
 import functools
 import logging
 import time
-import weakref
 from collections.abc import Hashable
 from typing import Any, TypeVar, cast
 
@@ -440,16 +439,14 @@ class LiveFeed:
                 await asyncio.sleep(RETRY_SECONDS)
 
 
-_feeds: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LiveFeed] = weakref.WeakKeyDictionary()
+_feed: LiveFeed | None = None
 
 
 def process_feed() -> LiveFeed:
-    """The feed of the running event loop (a server process runs one), made (and its gauge bound)
-    by the first client: its tasks and lock belong to that loop, so a loop that ends takes its
-    feed with it."""
-    loop = asyncio.get_running_loop()
-    if (feed := _feeds.get(loop)) is None:
-        feed = _feeds[loop] = LiveFeed()
+    """The server process's feed, made (and its gauge bound) by the first client."""
+    global _feed
+    if _feed is None:
+        feed = _feed = LiveFeed()
         # Read by /metrics on another thread: list() copies the set without letting the event loop in.
         WS_SLOWEST_QUEUE.set_function(lambda: max((outbox.queued for outbox in list(feed.subscribers)), default=0))
-    return feed
+    return _feed

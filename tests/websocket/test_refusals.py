@@ -15,9 +15,14 @@ from channels.testing import WebsocketCommunicator
 
 from records import limits
 from records.routing import websocket_urlpatterns
-from records.ws import consumer
+from records.ws import consumer, feed
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True)
+def _own_feed(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(feed, "_feed", None)  # this event loop's own feed, not another test's
 
 
 async def closed_then_ended() -> dict[str, Any]:

@@ -14,6 +14,7 @@ from channels.testing import WebsocketCommunicator
 from prometheus_client import REGISTRY
 
 from records.routing import websocket_urlpatterns
+from records.ws import feed
 from records.ws.messages import MessageBatch, text_frame
 from tests.factories import make_bounty, make_deployment
 from tests.websocket.conftest import logged_bounty
@@ -23,6 +24,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 @pytest.fixture
 def deployment(settings: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    monkeypatch.setattr(feed, "_feed", None)  # this event loop's own feed, not another test's
     deployment = make_deployment()
     settings.BOUNTY_CHAIN_ID, settings.BOUNTY_CONTRACT_ADDRESS = deployment.chain_id, deployment.contract_address
     for _ in range(3):

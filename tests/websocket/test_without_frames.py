@@ -14,6 +14,7 @@ from channels.routing import URLRouter
 from channels.testing import WebsocketCommunicator
 
 from records.routing import websocket_urlpatterns
+from records.ws import feed
 from tests.factories import make_deployment
 from tests.websocket.conftest import commit_change, head, logged_bounty
 
@@ -26,6 +27,7 @@ async def _receive(communicator: WebsocketCommunicator) -> dict[str, Any]:
 
 
 def test_every_message_is_its_own_text(monkeypatch: pytest.MonkeyPatch, settings: Any) -> None:
+    monkeypatch.setattr(feed, "_feed", None)  # this event loop's own feed, not another test's
     deployment = make_deployment()
     settings.BOUNTY_CHAIN_ID, settings.BOUNTY_CONTRACT_ADDRESS = deployment.chain_id, deployment.contract_address
     bounties = [logged_bounty(deployment)[0] for _ in range(3)]
