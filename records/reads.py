@@ -49,15 +49,10 @@ def read(work: Callable[[], T], floor: Floor | None = None, *, request: bool = F
         with reading_from(source):
             result = work()
     except DatabaseError as error:
-        if not REPLICAS.failed(source, error):
-            raise
-        REPLICA_FALLBACKS.labels("failed").inc()
-        source = PRIMARY
-        with reading_from(PRIMARY):
+        source = _fallen_back(source, error)
+        with reading_from(source):
             result = work()
-    if learn is not None:
-        REPLICAS.learnt(source, learn(result))
-    return result
+    return _learnt(source, result, learn)
 
 
 async def read_async(work: Callable[[], Awaitable[T]], floor: Floor | None = None, *, source: str | None = None,
@@ -77,12 +72,21 @@ async def read_async(work: Callable[[], Awaitable[T]], floor: Floor | None = Non
         with reading_from(source):
             result = await work()
     except DatabaseError as error:
-        if not REPLICAS.failed(source, error):
-            raise
-        REPLICA_FALLBACKS.labels("failed").inc()
-        source = PRIMARY
-        with reading_from(PRIMARY):
+        source = _fallen_back(source, error)
+        with reading_from(source):
             result = await work()
+    return _learnt(source, result, learn)
+
+
+def _fallen_back(source: str, error: DatabaseError) -> str:
+    """The primary, counted, when `error` is the replica `source`'s fault; else `error` again."""
+    if not REPLICAS.failed(source, error):
+        raise error
+    REPLICA_FALLBACKS.labels("failed").inc()
+    return PRIMARY
+
+
+def _learnt(source: str, result: T, learn: Learn[T] | None) -> T:
     if learn is not None:
         REPLICAS.learnt(source, learn(result))
     return result

@@ -26,8 +26,7 @@ import asyncio
 import functools
 import logging
 import time
-from collections.abc import Hashable
-from typing import Any, TypeVar, cast
+from typing import Any, cast
 
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.conf import settings
@@ -58,8 +57,6 @@ logger = logging.getLogger(__name__)
 
 READ_CHUNK = 1_000  # change-log rows per query
 ANNOUNCED_POLL_SECONDS = 1.0  # the feed's poll while the indexer's announcements reach it
-T = TypeVar("T")
-K = TypeVar("K", bound=Hashable)
 
 
 class Resync(Exception):
