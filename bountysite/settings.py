@@ -74,6 +74,7 @@ INSTALLED_APPS = [
     "records",
     "indexer",
     "contracts",
+    "webhooks",
 ]
 
 MIDDLEWARE = [
@@ -270,6 +271,30 @@ BOUNTY_EXPLORER_MAX_REQUESTS_PER_SECOND = env_int("BOUNTY_EXPLORER_MAX_REQUESTS_
 BOUNTY_DEFER_INDEXES = env_choice("BOUNTY_DEFER_INDEXES", "auto", choices=("auto", "always", "never"))
 BOUNTY_INDEX_BUILD_MEMORY_MB = env_int("BOUNTY_INDEX_BUILD_MEMORY_MB", 512, minimum=1)  # PostgreSQL builds
 BOUNTY_CHANGELOG_KEEP_DAYS = env_int("BOUNTY_CHANGELOG_KEEP_DAYS", 30, minimum=1)  # manage.py prune_changelog
+
+# ---------------------------------------------------------------- webhooks (docs/operations.md, Webhooks)
+
+# manage.py run_webhooks. An endpoint's URL must be https:// (http:// too when allowed) and reach a
+# public address: loopback, private, link-local, shared (CGNAT), multicast, reserved and unspecified
+# addresses are refused, at save and on every connection, unless these networks name them.
+BOUNTY_WEBHOOKS_ALLOW_PLAIN_HTTP = env_bool("BOUNTY_WEBHOOKS_ALLOW_PLAIN_HTTP", False)
+BOUNTY_WEBHOOKS_ALLOWED_NETWORKS = env_networks("BOUNTY_WEBHOOKS_ALLOWED_NETWORKS")
+# One delivery's whole time (connecting, sending, the answer), and the most of an answer read.
+BOUNTY_WEBHOOKS_TIMEOUT_SECONDS = env_int("BOUNTY_WEBHOOKS_TIMEOUT_SECONDS", 10, minimum=1, maximum=60)
+BOUNTY_WEBHOOKS_MAX_RESPONSE_BYTES = env_int("BOUNTY_WEBHOOKS_MAX_RESPONSE_BYTES", 65_536, minimum=256,
+                                             maximum=16 * 1024**2)
+# Endpoints one worker delivers to at once (each one change at a time, in order).
+BOUNTY_WEBHOOKS_CONCURRENCY = env_int("BOUNTY_WEBHOOKS_CONCURRENCY", 256, minimum=1, maximum=10_000)
+# A receiver's Retry-After is honoured up to this; an endpoint failing this long is disabled.
+BOUNTY_WEBHOOKS_MAX_RETRY_AFTER_SECONDS = env_int("BOUNTY_WEBHOOKS_MAX_RETRY_AFTER_SECONDS", 3_600, minimum=1)
+BOUNTY_WEBHOOKS_DISABLE_AFTER_HOURS = env_int("BOUNTY_WEBHOOKS_DISABLE_AFTER_HOURS", 24, minimum=1)
+# The worker's look at the change log without the indexer's announcements (through Redis).
+BOUNTY_WEBHOOKS_POLL_SECONDS = env_int("BOUNTY_WEBHOOKS_POLL_MS", 1_000, minimum=50, maximum=60_000) / 1000
+# After a rotation, the old secret signs beside the new one this long.
+BOUNTY_WEBHOOKS_SECRET_OVERLAP_HOURS = env_int("BOUNTY_WEBHOOKS_SECRET_OVERLAP_HOURS", 24, minimum=0)
+# run_webhooks serves its metrics on this port (off when unset), bound to this address.
+BOUNTY_WEBHOOKS_METRICS_PORT = env_int("BOUNTY_WEBHOOKS_METRICS_PORT", None, minimum=1, maximum=65_535)
+BOUNTY_WEBHOOKS_METRICS_ADDRESS = env_ip("BOUNTY_WEBHOOKS_METRICS_ADDRESS", "127.0.0.1")
 
 # ---------------------------------------------------------------- metrics (docs/operations.md, Metrics)
 

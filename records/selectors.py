@@ -499,6 +499,7 @@ class Change(NamedTuple):
     type: str
     payload: JsonRecord
     digest: str
+    committed: datetime | None = None  # when the indexer wrote it
 
     @property
     def position(self) -> Position:
@@ -550,8 +551,8 @@ def changes_after(deployment_id: int, after: Position, last: int, limit: int) ->
 def changes_between(deployment_id: int, first: int, last: int, limit: int) -> list[Change]:
     """The entries of seqs first..last, in order, at most `limit` of them."""
     rows = (ChangeLogEntry.objects.filter(deployment_id=deployment_id, seq__gte=first, seq__lte=last)
-            .order_by("seq").values_list("seq", "type", "payload", "digest")[:limit])
-    return [Change(seq, type_, payload, digest or "") for seq, type_, payload, digest in rows]
+            .order_by("seq").values_list("seq", "type", "payload", "digest", "created_at")[:limit])
+    return [Change(seq, type_, payload, digest or "", committed) for seq, type_, payload, digest, committed in rows]
 
 
 # ---------------------------------------------------------------------------- the admin's and the review page's reads

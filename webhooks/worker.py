@@ -1,0 +1,518 @@
+"""The delivery worker (`manage.py run_webhooks`): every endpoint is sent the active deployment's
+change log, in order, each change until it answers 2xx (docs/api.md, Webhooks).
+
+- **Which endpoints**: those with changes after their position, enabled, due (no retry
+  pending), and not leased by another worker. A worker leases up to BOUNTY_WEBHOOKS_CONCURRENCY of
+  them (`Ledger.claim`: `SELECT … FOR UPDATE SKIP LOCKED`, then a lease of LEASE_SECONDS that
+  it renews while it holds them), so several workers on several machines share them and one
+  endpoint is never sent two changes at once. A worker killed outright leaves its leases to
+  expire; one stopped (SIGTERM) hands them back at once.
+- **What**: the changes after the endpoint's position, read once for every endpoint from a
+  window of the newest changes (`Window`), or from the database for an endpoint further behind.
+  A position this history cannot vouch for (a restore, a promoted standby, another active
+  deployment) or no longer holds (pruned) gets a `resync` event and the endpoint continues from
+  the newest position. The endpoint's filters skip changes it does not want; `resync` always goes.
+- **When it fails**: the endpoint waits (webhooks.schedule) and is sent the same change again,
+  with the same `webhook-id`; `410 Gone` or failing longer than BOUNTY_WEBHOOKS_DISABLE_AFTER_HOURS
+  disables it (staff are told: webhooks.notices). Its position stays where it was.
+- **What is written**: positions, attempts and leases are written together every FLUSH_SECONDS
+  (`Ledger`), so a worker stopped between two flushes sends those changes again: at least once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import time
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, TypeVar, cast
+
+from django.conf import settings
+from django.db import DatabaseError, close_old_connections, connection, transaction
+from django.db.models import F, Q
+from django.utils import timezone
+
+from records.changes import MessageType
+from records.history import Position
+from records.selectors import (
+    Change,
+    active_deployment_id,
+    changes_after,
+    changes_between,
+    genesis_position,
+    head_position,
+)
+from records.ws.messages import LiveMessage, encode
+from webhooks import notices, schedule
+from webhooks.delivery import Outcome, Request, Sender
+from webhooks.metrics import METRICS
+from webhooks.models import ATTEMPTS_KEPT, RESPONSE_HEAD_CHARS, DeliveryAttempt, Endpoint
+from webhooks.selection import wants
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+FLUSH_SECONDS = 0.1  # between two writes of positions, attempts and leases
+WINDOW = 10_000  # the newest changes held in memory for every endpoint
+READ_CHUNK = 500  # changes read at once for one endpoint behind the window
+# A lease outlives the longest delivery by far, and is renewed every flush while held; an
+# endpoint whose lease has less than one delivery's time left is not sent another change.
+LEASE_SECONDS = 120
+
+
+def worker_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+# ---------------------------------------------------------------------------- what is sent
+
+
+@dataclass(frozen=True)
+class Event:
+    """A change as an endpoint is sent it: its envelope (the websocket's live message) and where
+    the endpoint stands after it."""
+
+    type: str
+    body: bytes
+    after: Position
+    payload: Any
+    id_part: str  # what names it in webhook-id, with the endpoint
+    committed: datetime | None = None
+
+    @classmethod
+    def of(cls, change: Change) -> Event:
+        body = encode(LiveMessage(type=cast(MessageType, change.type), payload=change.payload, seq=change.seq,
+                                  position=str(change.position)))
+        return cls(change.type, body, change.position, change.payload, f"{change.seq}_{change.digest[:16]}",
+                   change.committed)
+
+    @classmethod
+    def resync(cls, head: Position, reason: str) -> Event:
+        """Sent when the endpoint's position is of another history, or no longer held: the records
+        are to be read anew (GET /bounties, /submissions, /disputes), and changes follow from `head`."""
+        payload = {"reason": reason, "position": str(head)}
+        body = encode(LiveMessage(type=MessageType.RESYNC, payload=payload, seq=head.seq, position=str(head)))
+        return cls(MessageType.RESYNC, body, head, payload, f"resync_{head.seq}_{head.digest[:16]}")
+
+
+class Window:
+    """The newest changes of the active deployment, read once for every endpoint."""
+
+    def __init__(self, size: int = WINDOW) -> None:
+        self.deployment_id: int | None = None
+        self._events: deque[Event] = deque(maxlen=size)
+        self._base: Position | None = None  # the position before the first of them
+
+    def refresh(self, deployment_id: int, head: Position) -> None:
+        """Reads the changes through `head` (in the database thread)."""
+        if deployment_id != self.deployment_id or self._base is None:
+            self._restart(deployment_id, head)
+            return
+        last = self._events[-1].after if self._events else self._base
+        if last == head:
+            return
+        while last.seq < head.seq:
+            changes = changes_after(deployment_id, last, head.seq, READ_CHUNK)
+            if changes is None:  # another history: start again from the newest
+                self._restart(deployment_id, head)
+                return
+            if not changes:
+                break
+            for change in changes:
+                if len(self._events) == self._events.maxlen:
+                    self._base = self._events[0].after
+                self._events.append(Event.of(change))
+            last = self._events[-1].after
+        if last.seq > head.seq:
+            self._restart(deployment_id, head)
+
+    def _restart(self, deployment_id: int, head: Position) -> None:
+        self.deployment_id = deployment_id
+        self._events.clear()
+        self._base = head
+
+    def after(self, position: Position, limit: int) -> list[Event] | None:
+        """The events after `position`, at most `limit`, when the window vouches for it; None when
+        it does not hold it (the database is asked)."""
+        if self._base is None:
+            return None
+        if position == self._base:
+            start = 0
+        else:
+            first = self._events[0].after.seq if self._events else None
+            if first is None or not first <= position.seq <= self._events[-1].after.seq:
+                return None
+            start = position.seq - first + 1
+            if self._events[start - 1].after != position:
+                return None
+        return [self._events[i] for i in range(start, min(len(self._events), start + limit))]
+
+
+# ---------------------------------------------------------------------------- what is written
+
+
+@dataclass
+class Held:
+    """An endpoint this worker holds, as it stands."""
+
+    pk: int
+    url: str
+    secrets: list[str]
+    event_types: frozenset[str]
+    bounty_id: int | None
+    actor: str | None
+    position: Position | None
+    deployment_id: int | None
+    failing_since: datetime | None
+    failures: int
+    attempts_made: int
+    leased_at: float = field(default_factory=time.monotonic)
+    dirty: bool = False
+    released: bool = False
+    next_attempt_at: datetime | None = None
+    delivered_at: datetime | None = None
+    disabled_reason: str = ""
+    lost: bool = False  # its lease was taken back
+    task: asyncio.Task[None] | None = None
+
+
+@dataclass(frozen=True)
+class Attempt:
+    endpoint: int
+    number: int
+    webhook_id: str
+    type: str
+    seq: int | None
+    at: datetime
+    outcome: Outcome
+
+
+class Ledger:
+    """The worker's reads and writes of the endpoints' rows, in its one database thread."""
+
+    def __init__(self, owner: str) -> None:
+        self.owner = owner
+        self.held: dict[int, Held] = {}
+        self._attempts: list[Attempt] = []
+
+    def claim(self, deployment_id: int, head: Position, room: int, holding: set[int]) -> list[Held]:
+        """Leases up to `room` endpoints that have changes to be sent, are due, and no worker holds."""
+        now = timezone.now()
+        at_head = Q(deployment_id=deployment_id, position_seq=head.seq, position_digest=head.digest)
+        with transaction.atomic():
+            rows = list(Endpoint.objects.select_for_update(skip_locked=True)
+                        .filter(Q(next_attempt_at__isnull=True) | Q(next_attempt_at__lte=now), enabled=True)
+                        .filter(Q(lease_until__isnull=True) | Q(lease_until__lt=now))
+                        .exclude(at_head).exclude(pk__in=holding)
+                        .order_by(F("next_attempt_at").asc(nulls_first=True), "pk")[:room])
+            if not rows:
+                return []
+            Endpoint.objects.filter(pk__in=[row.pk for row in rows]).update(
+                lease_owner=self.owner, lease_until=now + timedelta(seconds=LEASE_SECONDS))
+        claimed = []
+        for row in rows:
+            secrets = [row.secret]
+            if row.previous_secret and row.previous_secret_until and row.previous_secret_until > now:
+                secrets.append(row.previous_secret)
+            position = (Position(row.position_seq, row.position_digest) if row.position_seq is not None
+                        and row.deployment_id is not None else None)
+            held = Held(row.pk, row.url, secrets, frozenset(row.event_types or ()), row.bounty_id, row.actor,
+                        position, row.deployment_id, row.failing_since, row.failures, row.attempts_made)
+            claimed.append(held)
+        return claimed
+
+    def attempted(self, held: Held, webhook_id: str, event: Event, at: datetime, outcome: Outcome) -> None:
+        self._attempts.append(Attempt(held.pk, held.attempts_made, webhook_id, event.type,
+                                      event.after.seq if event.type != MessageType.RESYNC else None, at, outcome))
+        held.attempts_made += 1
+        held.dirty = True
+
+    def hold(self, claimed: list[Held]) -> None:
+        for held in claimed:
+            self.held[held.pk] = held
+
+    def take(self) -> Writes:
+        """What to write (on the event loop, so that no endpoint changes while it is copied):
+        the endpoints changed since the last take, the attempts, and the leases to renew."""
+        writes = Writes(self._attempts, [], [], [])
+        self._attempts = []
+        for pk, held in list(self.held.items()):
+            if held.dirty or held.released:
+                writes.rows.append((pk, {
+                    "position_seq": held.position.seq if held.position else None,
+                    "position_digest": held.position.digest if held.position else "",
+                    "deployment_id": held.deployment_id, "failing_since": held.failing_since,
+                    "failures": held.failures, "attempts_made": held.attempts_made,
+                    "next_attempt_at": held.next_attempt_at,
+                    **({"delivered_at": held.delivered_at} if held.delivered_at else {}),
+                    **({"enabled": False, "disabled_reason": held.disabled_reason} if held.disabled_reason else {}),
+                    **({"lease_owner": "", "lease_until": None} if held.released else {}),
+                }))
+                held.dirty = False
+                writes.changed.append(held)
+            if held.released:
+                del self.held[pk]
+            else:
+                writes.kept.append(pk)
+        return writes
+
+    def write(self, writes: Writes) -> set[int]:
+        """Writes them in one transaction (in the database thread); the endpoints of `kept` whose
+        lease another took meanwhile (staff: webhooks.endpoints) are returned, to be dropped."""
+        now = timezone.now()
+        lost: set[int] = set()
+        with transaction.atomic():
+            for pk, values in writes.rows:
+                Endpoint.objects.filter(pk=pk, lease_owner=self.owner).update(**values)
+            if writes.attempts:
+                DeliveryAttempt.objects.bulk_create(
+                    [DeliveryAttempt(endpoint_id=attempt.endpoint, slot=attempt.number % ATTEMPTS_KEPT,
+                                     number=attempt.number, webhook_id=attempt.webhook_id, type=attempt.type,
+                                     seq=attempt.seq, at=attempt.at, status=attempt.outcome.status,
+                                     latency_ms=round(attempt.outcome.latency * 1000),
+                                     outcome=attempt.outcome.outcome[:300],
+                                     response_head=attempt.outcome.response_head[:RESPONSE_HEAD_CHARS])
+                     for attempt in _newest_per_slot(writes.attempts)],
+                    update_conflicts=True, unique_fields=["endpoint", "slot"],
+                    update_fields=["number", "webhook_id", "type", "seq", "at", "status", "latency_ms", "outcome",
+                                   "response_head"])
+            if writes.kept:
+                still = set(Endpoint.objects.filter(pk__in=writes.kept, lease_owner=self.owner)
+                            .values_list("pk", flat=True))
+                Endpoint.objects.filter(pk__in=still).update(lease_until=now + timedelta(seconds=LEASE_SECONDS))
+                lost = set(writes.kept) - still
+        return lost
+
+    def restore(self, writes: Writes) -> None:
+        """What a failed write held, to be written at the next take (on the event loop)."""
+        self._attempts[:0] = writes.attempts
+        for held in writes.changed:
+            held.dirty = True
+            self.held.setdefault(held.pk, held)
+
+    def drop(self, lost: set[int]) -> None:
+        """Stops serving the endpoints whose lease was taken back (on the event loop)."""
+        for pk in lost:
+            held = self.held.pop(pk, None)
+            if held is not None and held.task is not None:
+                held.task.cancel()
+
+    def release_all(self) -> Writes:
+        for held in self.held.values():
+            held.released = True
+        return self.take()
+
+
+@dataclass
+class Writes:
+    attempts: list[Attempt]
+    rows: list[tuple[int, dict[str, Any]]]  # (pk, its columns)
+    kept: list[int]  # whose leases to renew
+    changed: list[Held]
+
+
+def _newest_per_slot(attempts: list[Attempt]) -> list[Attempt]:
+    """One attempt per (endpoint, slot), the newest: an upsert may not name a row twice."""
+    newest: dict[tuple[int, int], Attempt] = {}
+    for attempt in attempts:
+        newest[(attempt.endpoint, attempt.number % ATTEMPTS_KEPT)] = attempt
+    return list(newest.values())
+
+
+# ---------------------------------------------------------------------------- the worker
+
+
+class Worker:
+    def __init__(self, *, concurrency: int | None = None, poll_seconds: float | None = None,
+                 owner: str | None = None) -> None:
+        self.concurrency = concurrency or settings.BOUNTY_WEBHOOKS_CONCURRENCY
+        self.poll_seconds = poll_seconds or settings.BOUNTY_WEBHOOKS_POLL_SECONDS
+        self.ledger = Ledger(owner or worker_name())
+        self.window = Window()
+        self._db = ThreadPoolExecutor(1, thread_name_prefix="webhooks-db")
+        self._wake = asyncio.Event()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._head: tuple[int, Position] | None = None
+        self._database_down_since: float | None = None
+
+    async def _in_db(self, call: Callable[..., T], *args: Any) -> T:
+        def run() -> T:
+            close_old_connections()
+            try:
+                return call(*args)
+            except DatabaseError:
+                connection.close()  # a new one next time (PostgreSQL restarted)
+                raise
+        return await asyncio.get_running_loop().run_in_executor(self._db, run)
+
+    def wake(self) -> None:
+        """The indexer committed changes (its announcement, through Redis)."""
+        self._wake.set()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        sender = Sender()
+        flusher = asyncio.create_task(self._flush_every(stop))
+        try:
+            while not stop.is_set():
+                try:
+                    await self._round(sender, stop)
+                except DatabaseError as error:
+                    self._database_down(error)
+                self._wake.clear()
+                waiting = asyncio.create_task(self._wake.wait())
+                stopping = asyncio.create_task(stop.wait())
+                await asyncio.wait({waiting, stopping}, timeout=self.poll_seconds,
+                                   return_when=asyncio.FIRST_COMPLETED)
+                waiting.cancel()
+                stopping.cancel()
+        finally:
+            for task in self._tasks:
+                task.cancel()  # an interrupted delivery is sent again: its position did not move
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+            flusher.cancel()
+            await asyncio.gather(flusher, return_exceptions=True)
+            try:
+                await self._in_db(self.ledger.write, self.ledger.release_all())
+            except DatabaseError:
+                logger.warning("could not hand back the endpoints this worker held; other workers take "
+                               "them when their leases end (%d s)", LEASE_SECONDS)
+            await sender.close()
+            self._db.shutdown(wait=False)
+
+    def _database_down(self, error: DatabaseError) -> None:
+        if self._database_down_since is None:
+            self._database_down_since = time.monotonic()
+            logger.warning("the database is unreachable (%s); webhooks wait for it", type(error).__name__)
+
+    async def _round(self, sender: Sender, stop: asyncio.Event) -> None:
+        head = await self._in_db(_active_head)
+        if self._database_down_since is not None:
+            logger.warning("the database is back after %.0f s", time.monotonic() - self._database_down_since)
+            self._database_down_since = None
+        if head is None:
+            return
+        self._head = head
+        deployment_id, position = head
+        await self._in_db(self.window.refresh, deployment_id, position)
+        METRICS.window_seq.set(position.seq)
+        room = self.concurrency - len(self._tasks)
+        if room <= 0:
+            return
+        claimed = await self._in_db(self.ledger.claim, deployment_id, position, room, set(self.ledger.held))
+        self.ledger.hold(claimed)
+        for held in claimed:
+            task = held.task = asyncio.create_task(self._serve(held, sender, stop))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _flush_every(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            await asyncio.sleep(FLUSH_SECONDS)
+            await self.flush()
+
+    async def flush(self) -> None:
+        writes = self.ledger.take()
+        try:
+            self.ledger.drop(await self._in_db(self.ledger.write, writes))
+        except DatabaseError as error:  # written again at the next flush
+            self.ledger.restore(writes)
+            self._database_down(error)
+
+    async def _serve(self, held: Held, sender: Sender, stop: asyncio.Event) -> None:
+        """Sends the endpoint its changes until it is at the head, fails, or its lease runs short."""
+        try:
+            while not stop.is_set() and self._head is not None:
+                if time.monotonic() - held.leased_at > LEASE_SECONDS / 2:
+                    break  # handed back: claimed again at once with a fresh lease
+                events = await self._events_for(held)
+                if not events:
+                    break
+                for event in events:
+                    if event.type != MessageType.RESYNC and not wants(held, event):
+                        held.position = event.after
+                        held.dirty = True
+                        continue
+                    if not await self._deliver(held, event, sender):
+                        return
+        finally:
+            held.released = True
+
+    async def _events_for(self, held: Held) -> list[Event]:
+        assert self._head is not None
+        deployment_id, head = self._head
+        if held.deployment_id != deployment_id or held.position is None:
+            if held.position is None and held.deployment_id is None:  # created before anything was indexed
+                held.deployment_id, held.position = deployment_id, await self._in_db(genesis_position, deployment_id)
+                held.dirty = True
+            else:
+                return [Event.resync(head, "deployment_changed")]
+        position = held.position
+        assert position is not None
+        if position == head:
+            return []
+        events = self.window.after(position, READ_CHUNK)
+        if events is not None:
+            return events
+        changes = await self._in_db(changes_after, deployment_id, position, head.seq, READ_CHUNK)
+        if changes is None:
+            held_there = position.seq > head.seq or await self._in_db(_holds_seq, deployment_id, position.seq)
+            return [Event.resync(head, "history_changed" if held_there else "pruned")]
+        return [Event.of(change) for change in changes]
+
+    async def _deliver(self, held: Held, event: Event, sender: Sender) -> bool:
+        """Sends one event; True when it was delivered and the endpoint moved past it."""
+        webhook_id = f"msg_{held.pk}_{event.id_part}"
+        at = timezone.now()
+        outcome = await sender.send(Request(held.url, webhook_id, event.body, held.secrets))
+        self.ledger.attempted(held, webhook_id, event, at, outcome)
+        METRICS.deliveries.labels(outcome=_outcome_label(outcome)).inc()
+        if outcome.delivered:
+            if event.type == MessageType.RESYNC:
+                assert self._head is not None
+                held.deployment_id = self._head[0]
+            held.position = event.after
+            held.failing_since, held.failures, held.next_attempt_at = None, 0, None
+            held.delivered_at = timezone.now()
+            METRICS.observe_delivered(event)
+            return True
+        held.failures += 1
+        held.failing_since = held.failing_since or at
+        failing_for = (at - held.failing_since).total_seconds()
+        if outcome.gone:
+            held.disabled_reason = "the endpoint answered 410 Gone"
+        elif failing_for >= settings.BOUNTY_WEBHOOKS_DISABLE_AFTER_HOURS * 3600:
+            held.disabled_reason = (f"failing for {failing_for / 3600:.1f} h (BOUNTY_WEBHOOKS_DISABLE_AFTER_HOURS="
+                                    f"{settings.BOUNTY_WEBHOOKS_DISABLE_AFTER_HOURS}): {outcome.outcome}")[:300]
+        if held.disabled_reason:
+            METRICS.disabled.inc()
+            notices.endpoint_disabled(held.pk, held.url, held.disabled_reason)
+        else:
+            held.next_attempt_at = at + timedelta(seconds=schedule.delay(held.failures, outcome.retry_after))
+        held.dirty = True
+        return False
+
+
+def _outcome_label(outcome: Outcome) -> str:
+    if outcome.delivered:
+        return "delivered"
+    if outcome.status is None:
+        return "refused" if outcome.outcome.startswith("refused") else "no_answer"
+    return "gone" if outcome.gone else f"{outcome.status // 100}xx"
+
+
+def _active_head() -> tuple[int, Position] | None:
+    deployment_id = active_deployment_id()
+    return None if deployment_id is None else (deployment_id, head_position(deployment_id))
+
+
+def _holds_seq(deployment_id: int, seq: int) -> bool:
+    """Whether the change log holds the entry `seq` (a position there whose digest differs is of
+    another history; one no longer held was pruned)."""
+    return bool(changes_between(deployment_id, seq, seq, 1))
