@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import tomllib
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import dj_database_url
 from csp.constants import NONCE, NONE, SELF
@@ -290,11 +292,47 @@ BOUNTY_WEBHOOKS_MAX_RETRY_AFTER_SECONDS = env_int("BOUNTY_WEBHOOKS_MAX_RETRY_AFT
 BOUNTY_WEBHOOKS_DISABLE_AFTER_HOURS = env_int("BOUNTY_WEBHOOKS_DISABLE_AFTER_HOURS", 24, minimum=1)
 # The worker's look at the change log without the indexer's announcements (through Redis).
 BOUNTY_WEBHOOKS_POLL_SECONDS = env_int("BOUNTY_WEBHOOKS_POLL_MS", 1_000, minimum=50, maximum=60_000) / 1000
+# A worker holds the endpoints it delivers to for this long, renewing it while it runs; a worker
+# killed outright leaves its endpoints to others when it ends. Longer than two deliveries' time.
+BOUNTY_WEBHOOKS_LEASE_SECONDS = env_int("BOUNTY_WEBHOOKS_LEASE_SECONDS", 60,
+                                        minimum=2 * BOUNTY_WEBHOOKS_TIMEOUT_SECONDS + 1, maximum=3_600)
 # After a rotation, the old secret signs beside the new one this long.
 BOUNTY_WEBHOOKS_SECRET_OVERLAP_HOURS = env_int("BOUNTY_WEBHOOKS_SECRET_OVERLAP_HOURS", 24, minimum=0)
 # run_webhooks serves its metrics on this port (off when unset), bound to this address.
 BOUNTY_WEBHOOKS_METRICS_PORT = env_int("BOUNTY_WEBHOOKS_METRICS_PORT", None, minimum=1, maximum=65_535)
 BOUNTY_WEBHOOKS_METRICS_ADDRESS = env_ip("BOUNTY_WEBHOOKS_METRICS_ADDRESS", "127.0.0.1")
+
+# Moderators' notifications (docs/operations.md, Moderators' notifications), sent by run_webhooks:
+# Apprise URLs (https://github.com/caronc/apprise/wiki), separated as Apprise separates them (spaces,
+# commas or semicolons before the next `service://`); each is checked with Apprise when run_webhooks
+# starts (webhooks.moderation). A URL may hold a token: messages name one by its number and service.
+BOUNTY_MODERATOR_NOTIFY_URLS = [
+    url for url in re.split(r"[\s,;]+(?=[a-z0-9]{1,32}://)", env_str("BOUNTY_MODERATOR_NOTIFY_URLS") or "", flags=re.I)
+    if url]
+for _number, _notify_url in enumerate(BOUNTY_MODERATOR_NOTIFY_URLS, start=1):
+    if not re.match(r"[a-z0-9]{1,32}://", _notify_url, re.I):
+        raise ImproperlyConfigured(f"BOUNTY_MODERATOR_NOTIFY_URLS must list Apprise URLs (service://…, e.g. "
+                                   f"mailtos://, slack://, json://): its item {_number} is not one")
+# The address moderators open the service at (scheme://host[:port]): the messages' links to the admin.
+BOUNTY_ADMIN_BASE_URL = env_url("BOUNTY_ADMIN_BASE_URL", None, schemes=("https", "http"))
+if BOUNTY_ADMIN_BASE_URL is not None:
+    _base = urlsplit(BOUNTY_ADMIN_BASE_URL)
+    if not _base.hostname or _base.path.strip("/") or _base.query or _base.fragment:
+        raise ImproperlyConfigured("BOUNTY_ADMIN_BASE_URL must be the address moderators open the service at, "
+                                   "scheme://host[:port] without a path (e.g. https://bounties.example.org)")
+    BOUNTY_ADMIN_BASE_URL = BOUNTY_ADMIN_BASE_URL.rstrip("/")
+elif BOUNTY_MODERATOR_NOTIFY_URLS:
+    raise ImproperlyConfigured("BOUNTY_MODERATOR_NOTIFY_URLS needs BOUNTY_ADMIN_BASE_URL, the address moderators open "
+                               "the service at (e.g. https://bounties.example.org), for the messages' links")
+# One message per channel per window at most, listing this many disputes and endpoints at most (then
+# how many more); a window's send to one channel may take this long.
+BOUNTY_MODERATOR_NOTIFY_WINDOW_SECONDS = env_int("BOUNTY_MODERATOR_NOTIFY_WINDOW_SECONDS", 60, minimum=1,
+                                                 maximum=86_400)
+BOUNTY_MODERATOR_NOTIFY_MAX_ITEMS = env_int("BOUNTY_MODERATOR_NOTIFY_MAX_ITEMS", 20, minimum=1, maximum=500)
+BOUNTY_MODERATOR_NOTIFY_TIMEOUT_SECONDS = env_int("BOUNTY_MODERATOR_NOTIFY_TIMEOUT_SECONDS", 30, minimum=1,
+                                                  maximum=300)
+# A dispute pending review this long is announced again, as overdue.
+BOUNTY_MODERATOR_REVIEW_OVERDUE_HOURS = env_int("BOUNTY_MODERATOR_REVIEW_OVERDUE_HOURS", 24, minimum=1)
 
 # ---------------------------------------------------------------- metrics (docs/operations.md, Metrics)
 
@@ -428,7 +466,9 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
-    "POSTPROCESSING_HOOKS": ["records.api.schema.add_common_responses"],
+    # 3.1 for its `webhooks`: the deliveries to webhook endpoints (records.api.schema.add_webhooks).
+    "OAS_VERSION": "3.1.0",
+    "POSTPROCESSING_HOOKS": ["records.api.schema.add_common_responses", "records.api.schema.add_webhooks"],
 }
 
 # ---------------------------------------------------------------- i18n, static
@@ -516,7 +556,8 @@ LOGGING = {
         "plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"},
         "json": {"()": "bountysite.logs.JsonFormatter"},
     },
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT},
+                 "discard": {"class": "logging.NullHandler"}},
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {
         "django": {"handlers": [], "propagate": True},
@@ -527,5 +568,10 @@ LOGGING = {
         "axes": {"level": "WARNING"},  # its lockouts are warnings; at INFO it says its version at every start
         "httpx": {"level": "WARNING"},
         "httpcore": {"level": "WARNING"},
+        # Apprise names the URLs of the moderators' channels, which hold their tokens, in its lines, and
+        # urllib3 (under Apprise and web3) each request's path at DEBUG: webhooks.moderation logs what
+        # happens to each channel without them.
+        "apprise": {"handlers": ["discard"], "propagate": False},
+        "urllib3": {"level": "WARNING"},
     },
 }

@@ -87,3 +87,45 @@ class DeliveryAttempt(models.Model):
 
     def __str__(self) -> str:
         return f"{self.webhook_id}: {self.outcome}"
+
+
+class NoticeKind(models.TextChoices):
+    REVIEW = "review", "entered review"
+    OVERDUE = "overdue", "waiting past BOUNTY_MODERATOR_REVIEW_OVERDUE_HOURS"
+    ENDPOINT_DISABLED = "endpoint_disabled", "webhook endpoint disabled"
+
+
+class ModeratorNotice(models.Model):
+    """Something the moderators' channels are told (webhooks.moderation), and which channels took it.
+
+    A dispute's notices are keyed by its on-chain identity (deployment, dispute ID), one of each
+    kind, so that a re-index, which rewrites the dispute's row, tells nobody again. A worker
+    claims the notices it sends (`claimed_by` until `claimed_until`), so that two workers never
+    send the same one; a claim not settled (the worker died) lapses and the notice is sent again."""
+
+    kind = models.CharField(max_length=20, choices=NoticeKind.choices)
+    deployment = models.ForeignKey(Deployment, on_delete=models.PROTECT, related_name="+", null=True)
+    dispute_id = models.PositiveBigIntegerField(null=True, verbose_name="dispute ID")
+    endpoint_id = models.PositiveBigIntegerField(null=True, verbose_name="endpoint ID",
+                                                 help_text="not a foreign key: the endpoint may be deleted since")
+    text = models.CharField(max_length=400, blank=True, help_text="an endpoint's notice: what happened (no URL)")
+    created_at = models.DateTimeField(default=timezone.now)
+    # The channels that took it, each named by a digest of its URL (webhooks.moderation.Channel.key);
+    # done once every configured channel took it, or once it no longer matters (the dispute left review).
+    told = models.JSONField(default=list)
+    done = models.BooleanField(default=False)
+    claimed_by = models.CharField(max_length=100, blank=True)
+    claimed_until = models.DateTimeField(null=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["deployment", "dispute_id", "kind"],
+                                    condition=models.Q(dispute_id__isnull=False),
+                                    name="moderator_notice_once_per_dispute"),
+        ]
+        indexes = [models.Index(fields=["created_at"], condition=models.Q(done=False),
+                                name="moderator_notice_pending_idx")]
+
+    def __str__(self) -> str:
+        subject = f"dispute {self.dispute_id}" if self.dispute_id is not None else f"endpoint {self.endpoint_id}"
+        return f"{subject}: {self.get_kind_display()}"

@@ -3,8 +3,8 @@ change log, in order, each change until it answers 2xx (docs/api.md, Webhooks).
 
 - **Which endpoints**: those with changes after their position, enabled, due (no retry
   pending), and not leased by another worker. A worker leases up to BOUNTY_WEBHOOKS_CONCURRENCY of
-  them (`Ledger.claim`: `SELECT … FOR UPDATE SKIP LOCKED`, then a lease of LEASE_SECONDS that
-  it renews while it holds them), so several workers on several machines share them and one
+  them (`Ledger.claim`: `SELECT … FOR UPDATE SKIP LOCKED`, then a lease of
+  BOUNTY_WEBHOOKS_LEASE_SECONDS that it renews while it holds them), so several workers on several machines share them and one
   endpoint is never sent two changes at once. A worker killed outright leaves its leases to
   expire; one stopped (SIGTERM) hands them back at once.
 - **What**: the changes after the endpoint's position, read once for every endpoint from a
@@ -62,9 +62,6 @@ T = TypeVar("T")
 FLUSH_SECONDS = 0.1  # between two writes of positions, attempts and leases
 WINDOW = 10_000  # the newest changes held in memory for every endpoint
 READ_CHUNK = 500  # changes read at once for one endpoint behind the window
-# A lease outlives the longest delivery by far, and is renewed every flush while held; an
-# endpoint whose lease has less than one delivery's time left is not sent another change.
-LEASE_SECONDS = 120
 
 
 def worker_name() -> str:
@@ -215,7 +212,7 @@ class Ledger:
             if not rows:
                 return []
             Endpoint.objects.filter(pk__in=[row.pk for row in rows]).update(
-                lease_owner=self.owner, lease_until=now + timedelta(seconds=LEASE_SECONDS))
+                lease_owner=self.owner, lease_until=now + timedelta(seconds=settings.BOUNTY_WEBHOOKS_LEASE_SECONDS))
         claimed = []
         for row in rows:
             secrets = [row.secret]
@@ -286,7 +283,7 @@ class Ledger:
             if writes.kept:
                 still = set(Endpoint.objects.filter(pk__in=writes.kept, lease_owner=self.owner)
                             .values_list("pk", flat=True))
-                Endpoint.objects.filter(pk__in=still).update(lease_until=now + timedelta(seconds=LEASE_SECONDS))
+                Endpoint.objects.filter(pk__in=still).update(lease_until=now + timedelta(seconds=settings.BOUNTY_WEBHOOKS_LEASE_SECONDS))
                 lost = set(writes.kept) - still
         return lost
 
@@ -382,7 +379,7 @@ class Worker:
                 await self._in_db(self.ledger.write, self.ledger.release_all())
             except DatabaseError:
                 logger.warning("could not hand back the endpoints this worker held; other workers take "
-                               "them when their leases end (%d s)", LEASE_SECONDS)
+                               "them when their leases end (%d s)", settings.BOUNTY_WEBHOOKS_LEASE_SECONDS)
             await sender.close()
             self._db.shutdown(wait=False)
 
@@ -429,7 +426,7 @@ class Worker:
         """Sends the endpoint its changes until it is at the head, fails, or its lease runs short."""
         try:
             while not stop.is_set() and self._head is not None:
-                if time.monotonic() - held.leased_at > LEASE_SECONDS / 2:
+                if time.monotonic() - held.leased_at > settings.BOUNTY_WEBHOOKS_LEASE_SECONDS / 2:
                     break  # handed back: claimed again at once with a fresh lease
                 events = await self._events_for(held)
                 if not events:

@@ -2,8 +2,9 @@
 
 import django.db.models.deletion
 import django.utils.timezone
-import records.fields
 from django.db import migrations, models
+
+import records.fields
 
 
 class Migration(migrations.Migration):
