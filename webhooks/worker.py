@@ -4,8 +4,8 @@ change log, in order, each change until it answers 2xx (docs/api.md, Webhooks).
 - **Which endpoints**: those with changes after their position, enabled, due (no retry
   pending), and not leased by another worker. A worker leases up to BOUNTY_WEBHOOKS_CONCURRENCY of
   them (`Ledger.claim`: `SELECT … FOR UPDATE SKIP LOCKED`, then a lease of
-  BOUNTY_WEBHOOKS_LEASE_SECONDS that it renews while it holds them), so several workers on several machines share them and one
-  endpoint is never sent two changes at once. A worker killed outright leaves its leases to
+  BOUNTY_WEBHOOKS_LEASE_SECONDS that it renews while it holds them), so several workers on several
+  machines share them and one endpoint is never sent two changes at once. A worker killed outright leaves its leases to
   expire; one stopped (SIGTERM) hands them back at once.
 - **What**: the changes after the endpoint's position, read once for every endpoint from a
   window of the newest changes (`Window`), or from the database for an endpoint further behind.
@@ -263,7 +263,7 @@ class Ledger:
     def write(self, writes: Writes) -> set[int]:
         """Writes them in one transaction (in the database thread); the endpoints of `kept` whose
         lease another took meanwhile (staff: webhooks.endpoints) are returned, to be dropped."""
-        now = timezone.now()
+        now, lease = timezone.now(), timedelta(seconds=settings.BOUNTY_WEBHOOKS_LEASE_SECONDS)
         lost: set[int] = set()
         with transaction.atomic():
             for pk, values in writes.rows:
@@ -283,7 +283,7 @@ class Ledger:
             if writes.kept:
                 still = set(Endpoint.objects.filter(pk__in=writes.kept, lease_owner=self.owner)
                             .values_list("pk", flat=True))
-                Endpoint.objects.filter(pk__in=still).update(lease_until=now + timedelta(seconds=settings.BOUNTY_WEBHOOKS_LEASE_SECONDS))
+                Endpoint.objects.filter(pk__in=still).update(lease_until=now + lease)
                 lost = set(writes.kept) - still
         return lost
 

@@ -126,7 +126,8 @@ def workers(chain: Chain) -> Iterator[Callable[..., Worker]]:
     finally:
         for worker in started:
             stop(worker.process)
-            print(f"worker {worker.process.pid} (exit {worker.process.returncode}):\n{worker.text()}")  # shown on failure
+            # Shown when the test fails.
+            print(f"worker {worker.process.pid} (exit {worker.process.returncode}):\n{worker.text()}")
 
 
 def register(url: str, **fields: Any) -> Endpoint:
