@@ -1,13 +1,14 @@
-"""What the OpenAPI schema says about the read routes.
+"""What the OpenAPI schema says about the read routes, and about the webhooks' deliveries.
 
 The serializers here only describe the JSON the views produce (records.representation builds
 it); `add_common_responses` adds what every counted route shares: rate-limit headers, the 304,
-405 and 429 answers, and ETag / Cache-Control on success.
+405 and 429 answers, and ETag / Cache-Control on success. `add_webhooks` adds the OpenAPI 3.1
+`webhooks`: what the webhooks app POSTs to endpoints (docs/api.md, Webhooks).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from drf_spectacular.utils import (
     OpenApiParameter,
@@ -19,7 +20,8 @@ from drf_spectacular.utils import (
 from rest_framework import serializers
 
 from records.api.filters import ADDRESS_PATTERN
-from records.kinds import BOUNTY, DISPUTE, SUBMISSION, Kind, RecordKind
+from records.changes import MessageType
+from records.kinds import BOUNTY, BY_NAME, DISPUTE, SUBMISSION, Kind, RecordKind
 from records.models import BountyStatus, DisputeStatus, SubmissionStatus
 
 
@@ -338,4 +340,109 @@ def add_common_responses(result: dict[str, Any], generator: Any, request: Any, p
                                                                              "description": "seconds"}
             for response in responses.values():
                 response.setdefault("headers", {}).update(_RATE_HEADERS)
+    return result
+
+
+# ---------------------------------------------------------------------------- webhooks
+# The deliveries the service POSTs to webhook endpoints (docs/api.md, Webhooks), as OpenAPI 3.1
+# `webhooks`: one per type, each body the websocket's live-message envelope. They are written
+# here rather than through drf-spectacular's WEBHOOKS setting, which documents no request
+# headers and builds the components before the webhooks' own.
+
+WEBHOOK_TEST_TYPE = "webhook.test"  # webhooks.endpoints sends it from the admin
+RESYNC_REASONS = ("history_changed", "pruned", "deployment_changed")  # webhooks.worker's
+_WEBHOOK_HEADERS = {
+    "WebhookId": {
+        "name": "webhook-id", "in": "header", "required": True, "schema": {"type": "string"},
+        "description": "the delivery's ID, the same on every retry of one change to one endpoint: the receiver's "
+                       "idempotency key (opaque; `msg_` and the endpoint and change today)",
+    },
+    "WebhookTimestamp": {
+        "name": "webhook-timestamp", "in": "header", "required": True, "schema": {"type": "string"},
+        "description": "Unix time of this attempt, in seconds; receivers refuse one more than 5 minutes away",
+    },
+    "WebhookSignature": {
+        "name": "webhook-signature", "in": "header", "required": True, "schema": {"type": "string"},
+        "description": "`v1,` and the base64 HMAC-SHA256 of `<webhook-id>.<webhook-timestamp>.<body>`, keyed "
+                       "with the endpoint's secret (the base64 after `whsec_`); during a secret's rotation, one "
+                       "signature per secret, separated by a space (Standard Webhooks)",
+    },
+}
+_WEBHOOK_PAYLOADS = {
+    "ResyncAfterBackfill": {
+        "type": "object", "description": "A bulk backfill of blocks `from_block` to `to_block` changed records "
+                                         "without a change each: read the records anew.",
+        "properties": {"from_block": {"type": "integer"}, "to_block": {"type": "integer"}},
+        "required": ["from_block", "to_block"],
+    },
+    "ResyncOfEndpoint": {
+        "type": "object", "description": "The endpoint's position is of another history (a restore, a failover), "
+                                         "of another deployment, or pruned: read the records anew; changes "
+                                         "after `position` follow.",
+        "properties": {"reason": {"enum": list(RESYNC_REASONS), "type": "string"},
+                       "position": {"type": "string", "description": "the newest position, the event's own"}},
+        "required": ["reason", "position"],
+    },
+    "WebhookTest": {
+        "type": "object", "description": "A test event sent from the admin.",
+        "properties": {"endpoint": {"type": "integer", "description": "the endpoint's ID"},
+                       "sent_at": {"type": "string", "format": "date-time"}},
+        "required": ["endpoint", "sent_at"],
+    },
+}
+_WEBHOOK_RESPONSES = {
+    "2XX": {"description": "received: the endpoint is sent the next change"},
+    "410": {"description": "Gone: the endpoint is disabled (staff may enable it again; it resumes where it was)"},
+    "default": {"description": "any other answer, or none within BOUNTY_WEBHOOKS_TIMEOUT_SECONDS: the same "
+                           "delivery (the same webhook-id) is sent again with a growing delay, longer if "
+                           "Retry-After asks (up to BOUNTY_WEBHOOKS_MAX_RETRY_AFTER_SECONDS); failing for "
+                           "BOUNTY_WEBHOOKS_DISABLE_AFTER_HOURS disables the endpoint"},
+}
+
+
+def _envelope(type_: str, payload: dict[str, Any], seq: dict[str, Any], position: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {"type": {"type": "string", "enum": [type_]}, "payload": payload, "seq": seq,
+                       "position": position},
+        "required": ["type", "payload", "seq", "position"],
+    }
+
+
+def _webhook_body(type_: str) -> tuple[str, dict[str, Any]]:
+    """A webhook's description and the schema of its body."""
+    seq = {"type": "integer", "description": "the change's number in the change log"}
+    position = {"type": "string", "description": "the place in the service's history after this change"}
+    if type_ == WEBHOOK_TEST_TYPE:
+        return ("A test event, sent from the admin: not a change, and never sent again.",
+                _envelope(type_, {"$ref": "#/components/schemas/WebhookTest"}, {"type": "null"}, {"type": "null"}))
+    if type_ == MessageType.RESYNC:
+        return ("Records changed without a change each (a bulk backfill), or the endpoint's position is not one "
+                "this history holds: read the records anew (GET /bounties, /submissions, /disputes); the changes "
+                "after `position` follow. Sent whatever the endpoint's filters.",
+                _envelope(type_, {"oneOf": [{"$ref": "#/components/schemas/ResyncAfterBackfill"},
+                                            {"$ref": "#/components/schemas/ResyncOfEndpoint"}]}, seq, position))
+    kind = BY_NAME[cast(Kind, type_.partition(".")[0])]
+    record = RECORD_SCHEMAS[kind.name][1].__name__.removesuffix("Serializer")
+    return (f"A change of the change log: the {kind.name} as it was right after it, as `GET /{kind.resource}/"
+            "{record_id}` gives it (the API reference's websocket Messages say when each type is sent).",
+            _envelope(type_, {"$ref": f"#/components/schemas/{record}"}, seq, position))
+
+
+def add_webhooks(result: dict[str, Any], generator: Any, request: Any, public: bool) -> dict[str, Any]:
+    """Adds the webhook deliveries: a POST per type of change, and the test event."""
+    components = result.setdefault("components", {})
+    components["schemas"] = dict(sorted({**components.get("schemas", {}), **_WEBHOOK_PAYLOADS}.items()))
+    components["parameters"] = {**components.get("parameters", {}), **_WEBHOOK_HEADERS}
+    webhooks = result.setdefault("webhooks", {})
+    for type_ in [*MessageType.values, WEBHOOK_TEST_TYPE]:
+        description, body = _webhook_body(type_)
+        webhooks[type_] = {"post": {
+            "operationId": "webhook_" + type_.replace(".", "_"),
+            "summary": type_,
+            "description": description,
+            "parameters": [{"$ref": f"#/components/parameters/{name}"} for name in _WEBHOOK_HEADERS],
+            "requestBody": {"required": True, "content": {"application/json": {"schema": body}}},
+            "responses": {status: dict(response) for status, response in _WEBHOOK_RESPONSES.items()},
+        }}
     return result

@@ -23,7 +23,7 @@ from typing import (
 
 import pytest
 
-from bounty_client import schema
+from bounty_client import schema, webhooks
 
 COMPONENTS: dict[str, Any] = json.loads(
     (Path(__file__).resolve().parents[2] / "clients" / "openapi.json").read_text("utf-8")
@@ -46,6 +46,10 @@ TYPED_DICT_OF = {
     "HealthIndexerProcess": schema.HealthIndexerProcess,
     "HealthRedis": schema.HealthRedis,
     "HealthReplica": schema.HealthReplica,
+    # The payloads of webhook deliveries beyond the records (docs/api.md, Webhooks).
+    "ResyncAfterBackfill": webhooks.ResyncAfterBackfill,
+    "ResyncOfEndpoint": webhooks.ResyncOfEndpoint,
+    "WebhookTest": webhooks.WebhookTest,
 }
 # Components the client has no TypedDict for: a list's two shapes (an array of records or a page)
 # and the error body, which RequestFailedError.detail carries.
@@ -58,10 +62,19 @@ Shape = dict[str, tuple[bool, str]]  # property: (required, type)
 
 
 def _openapi_type(node: dict[str, Any]) -> str:
-    """A property's schema as the Python annotation it asks for, spelt as `_python_type` spells it."""
-    nullable = node.get("nullable", False)
-    if "allOf" in node:  # drf-spectacular's wrapping of a $ref that carries nullable or a description
+    """A property's schema as the Python annotation it asks for, spelt as `_python_type` spells it.
+    OpenAPI 3.1 says null with a `null` type: beside another (`"type": ["string", "null"]`), or as
+    one of a `oneOf` (drf-spectacular's spelling of a nullable $ref)."""
+    nullable = False
+    if isinstance(node.get("type"), list):
+        (present,) = set(node["type"]) - {"null"}
+        nullable, node = len(node["type"]) > 1, {**node, "type": present}
+    if "allOf" in node:  # drf-spectacular's wrapping of a $ref that carries a description
         (node,) = node["allOf"]
+    if "oneOf" in node:
+        present = [option for option in node["oneOf"] if option != {"type": "null"}]
+        nullable = nullable or len(present) < len(node["oneOf"])
+        (node,) = present
     if "$ref" in node:
         spelt = TYPED_DICT_OF[node["$ref"].rsplit("/", 1)[1]].__name__
     elif "enum" in node:

@@ -205,7 +205,328 @@ export interface paths {
         trace?: never;
     };
 }
-export type webhooks = Record<string, never>;
+export interface webhooks {
+    "bounty.created": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * bounty.created
+         * @description A change of the change log: the bounty as it was right after it, as `GET /bounties/{record_id}` gives it (the API reference's websocket Messages say when each type is sent).
+         */
+        post: operations["webhook_bounty_created"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "submission.created": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * submission.created
+         * @description A change of the change log: the submission as it was right after it, as `GET /submissions/{record_id}` gives it (the API reference's websocket Messages say when each type is sent).
+         */
+        post: operations["webhook_submission_created"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "dispute.created": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * dispute.created
+         * @description A change of the change log: the dispute as it was right after it, as `GET /disputes/{record_id}` gives it (the API reference's websocket Messages say when each type is sent).
+         */
+        post: operations["webhook_dispute_created"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "dispute.resolved": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * dispute.resolved
+         * @description A change of the change log: the dispute as it was right after it, as `GET /disputes/{record_id}` gives it (the API reference's websocket Messages say when each type is sent).
+         */
+        post: operations["webhook_dispute_resolved"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "dispute.cancelled": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * dispute.cancelled
+         * @description A change of the change log: the dispute as it was right after it, as `GET /disputes/{record_id}` gives it (the API reference's websocket Messages say when each type is sent).
+         */
+        post: operations["webhook_dispute_cancelled"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "bounty.finalized": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * bounty.finalized
+         * @description A change of the change log: the bounty as it was right after it, as `GET /bounties/{record_id}` gives it (the API reference's websocket Messages say when each type is sent).
+         */
+        post: operations["webhook_bounty_finalized"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "bounty.refunded": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * bounty.refunded
+         * @description A change of the change log: the bounty as it was right after it, as `GET /bounties/{record_id}` gives it (the API reference's websocket Messages say when each type is sent).
+         */
+        post: operations["webhook_bounty_refunded"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "submission.refunded": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * submission.refunded
+         * @description A change of the change log: the submission as it was right after it, as `GET /submissions/{record_id}` gives it (the API reference's websocket Messages say when each type is sent).
+         */
+        post: operations["webhook_submission_refunded"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "bounty.updated": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * bounty.updated
+         * @description A change of the change log: the bounty as it was right after it, as `GET /bounties/{record_id}` gives it (the API reference's websocket Messages say when each type is sent).
+         */
+        post: operations["webhook_bounty_updated"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "submission.updated": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * submission.updated
+         * @description A change of the change log: the submission as it was right after it, as `GET /submissions/{record_id}` gives it (the API reference's websocket Messages say when each type is sent).
+         */
+        post: operations["webhook_submission_updated"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "dispute.updated": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * dispute.updated
+         * @description A change of the change log: the dispute as it was right after it, as `GET /disputes/{record_id}` gives it (the API reference's websocket Messages say when each type is sent).
+         */
+        post: operations["webhook_dispute_updated"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "bounty.removed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * bounty.removed
+         * @description A change of the change log: the bounty as it was right after it, as `GET /bounties/{record_id}` gives it (the API reference's websocket Messages say when each type is sent).
+         */
+        post: operations["webhook_bounty_removed"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "submission.removed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * submission.removed
+         * @description A change of the change log: the submission as it was right after it, as `GET /submissions/{record_id}` gives it (the API reference's websocket Messages say when each type is sent).
+         */
+        post: operations["webhook_submission_removed"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "dispute.removed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * dispute.removed
+         * @description A change of the change log: the dispute as it was right after it, as `GET /disputes/{record_id}` gives it (the API reference's websocket Messages say when each type is sent).
+         */
+        post: operations["webhook_dispute_removed"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    resync: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * resync
+         * @description Records changed without a change each (a bulk backfill), or the endpoint's position is not one this history holds: read the records anew (GET /bounties, /submissions, /disputes); the changes after `position` follow. Sent whatever the endpoint's filters.
+         */
+        post: operations["webhook_resync"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "webhook.test": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * webhook.test
+         * @description A test event, sent from the admin: not a change, and never sent again.
+         */
+        post: operations["webhook_webhook_test"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+}
 export interface components {
     schemas: {
         Bounty: {
@@ -546,6 +867,18 @@ export interface components {
              */
             checked_at: string | null;
         };
+        /** @description A bulk backfill of blocks `from_block` to `to_block` changed records without a change each: read the records anew. */
+        ResyncAfterBackfill: {
+            from_block: number;
+            to_block: number;
+        };
+        /** @description The endpoint's position is of another history (a restore, a failover), of another deployment, or pruned: read the records anew; changes after `position` follow. */
+        ResyncOfEndpoint: {
+            /** @enum {string} */
+            reason: "history_changed" | "pruned" | "deployment_changed";
+            /** @description the newest position, the event's own */
+            position: string;
+        };
         Submission: {
             /** @description deployment chain ID */
             chain_id: number;
@@ -648,9 +981,23 @@ export interface components {
             claimant: string;
             dispute_count: number;
         };
+        /** @description A test event sent from the admin. */
+        WebhookTest: {
+            /** @description the endpoint's ID */
+            endpoint: number;
+            /** Format: date-time */
+            sent_at: string;
+        };
     };
     responses: never;
-    parameters: never;
+    parameters: {
+        /** @description the delivery's ID, the same on every retry of one change to one endpoint: the receiver's idempotency key (opaque; `msg_` and the endpoint and change today) */
+        WebhookId: string;
+        /** @description Unix time of this attempt, in seconds; receivers refuse one more than 5 minutes away */
+        WebhookTimestamp: string;
+        /** @description `v1,` and the base64 HMAC-SHA256 of `<webhook-id>.<webhook-timestamp>.<body>`, keyed with the endpoint's secret (the base64 after `whsec_`); during a secret's rotation, one signature per secret, separated by a space (Standard Webhooks) */
+        WebhookSignature: string;
+    };
     requestBodies: never;
     headers: never;
     pathItems: never;
@@ -1755,6 +2102,820 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["Error"];
                 };
+            };
+        };
+    };
+    webhook_bounty_created: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description the delivery's ID, the same on every retry of one change to one endpoint: the receiver's idempotency key (opaque; `msg_` and the endpoint and change today) */
+                "webhook-id": components["parameters"]["WebhookId"];
+                /** @description Unix time of this attempt, in seconds; receivers refuse one more than 5 minutes away */
+                "webhook-timestamp": components["parameters"]["WebhookTimestamp"];
+                /** @description `v1,` and the base64 HMAC-SHA256 of `<webhook-id>.<webhook-timestamp>.<body>`, keyed with the endpoint's secret (the base64 after `whsec_`); during a secret's rotation, one signature per secret, separated by a space (Standard Webhooks) */
+                "webhook-signature": components["parameters"]["WebhookSignature"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @enum {string} */
+                    type: "bounty.created";
+                    payload: components["schemas"]["Bounty"];
+                    /** @description the change's number in the change log */
+                    seq: number;
+                    /** @description the place in the service's history after this change */
+                    position: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Gone: the endpoint is disabled (staff may enable it again; it resumes where it was) */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description received: the endpoint is sent the next change */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description any other answer, or none within BOUNTY_WEBHOOKS_TIMEOUT_SECONDS: the same delivery (the same webhook-id) is sent again with a growing delay, longer if Retry-After asks (up to BOUNTY_WEBHOOKS_MAX_RETRY_AFTER_SECONDS); failing for BOUNTY_WEBHOOKS_DISABLE_AFTER_HOURS disables the endpoint */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    webhook_submission_created: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description the delivery's ID, the same on every retry of one change to one endpoint: the receiver's idempotency key (opaque; `msg_` and the endpoint and change today) */
+                "webhook-id": components["parameters"]["WebhookId"];
+                /** @description Unix time of this attempt, in seconds; receivers refuse one more than 5 minutes away */
+                "webhook-timestamp": components["parameters"]["WebhookTimestamp"];
+                /** @description `v1,` and the base64 HMAC-SHA256 of `<webhook-id>.<webhook-timestamp>.<body>`, keyed with the endpoint's secret (the base64 after `whsec_`); during a secret's rotation, one signature per secret, separated by a space (Standard Webhooks) */
+                "webhook-signature": components["parameters"]["WebhookSignature"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @enum {string} */
+                    type: "submission.created";
+                    payload: components["schemas"]["Submission"];
+                    /** @description the change's number in the change log */
+                    seq: number;
+                    /** @description the place in the service's history after this change */
+                    position: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Gone: the endpoint is disabled (staff may enable it again; it resumes where it was) */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description received: the endpoint is sent the next change */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description any other answer, or none within BOUNTY_WEBHOOKS_TIMEOUT_SECONDS: the same delivery (the same webhook-id) is sent again with a growing delay, longer if Retry-After asks (up to BOUNTY_WEBHOOKS_MAX_RETRY_AFTER_SECONDS); failing for BOUNTY_WEBHOOKS_DISABLE_AFTER_HOURS disables the endpoint */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    webhook_dispute_created: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description the delivery's ID, the same on every retry of one change to one endpoint: the receiver's idempotency key (opaque; `msg_` and the endpoint and change today) */
+                "webhook-id": components["parameters"]["WebhookId"];
+                /** @description Unix time of this attempt, in seconds; receivers refuse one more than 5 minutes away */
+                "webhook-timestamp": components["parameters"]["WebhookTimestamp"];
+                /** @description `v1,` and the base64 HMAC-SHA256 of `<webhook-id>.<webhook-timestamp>.<body>`, keyed with the endpoint's secret (the base64 after `whsec_`); during a secret's rotation, one signature per secret, separated by a space (Standard Webhooks) */
+                "webhook-signature": components["parameters"]["WebhookSignature"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @enum {string} */
+                    type: "dispute.created";
+                    payload: components["schemas"]["Dispute"];
+                    /** @description the change's number in the change log */
+                    seq: number;
+                    /** @description the place in the service's history after this change */
+                    position: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Gone: the endpoint is disabled (staff may enable it again; it resumes where it was) */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description received: the endpoint is sent the next change */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description any other answer, or none within BOUNTY_WEBHOOKS_TIMEOUT_SECONDS: the same delivery (the same webhook-id) is sent again with a growing delay, longer if Retry-After asks (up to BOUNTY_WEBHOOKS_MAX_RETRY_AFTER_SECONDS); failing for BOUNTY_WEBHOOKS_DISABLE_AFTER_HOURS disables the endpoint */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    webhook_dispute_resolved: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description the delivery's ID, the same on every retry of one change to one endpoint: the receiver's idempotency key (opaque; `msg_` and the endpoint and change today) */
+                "webhook-id": components["parameters"]["WebhookId"];
+                /** @description Unix time of this attempt, in seconds; receivers refuse one more than 5 minutes away */
+                "webhook-timestamp": components["parameters"]["WebhookTimestamp"];
+                /** @description `v1,` and the base64 HMAC-SHA256 of `<webhook-id>.<webhook-timestamp>.<body>`, keyed with the endpoint's secret (the base64 after `whsec_`); during a secret's rotation, one signature per secret, separated by a space (Standard Webhooks) */
+                "webhook-signature": components["parameters"]["WebhookSignature"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @enum {string} */
+                    type: "dispute.resolved";
+                    payload: components["schemas"]["Dispute"];
+                    /** @description the change's number in the change log */
+                    seq: number;
+                    /** @description the place in the service's history after this change */
+                    position: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Gone: the endpoint is disabled (staff may enable it again; it resumes where it was) */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description received: the endpoint is sent the next change */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description any other answer, or none within BOUNTY_WEBHOOKS_TIMEOUT_SECONDS: the same delivery (the same webhook-id) is sent again with a growing delay, longer if Retry-After asks (up to BOUNTY_WEBHOOKS_MAX_RETRY_AFTER_SECONDS); failing for BOUNTY_WEBHOOKS_DISABLE_AFTER_HOURS disables the endpoint */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    webhook_dispute_cancelled: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description the delivery's ID, the same on every retry of one change to one endpoint: the receiver's idempotency key (opaque; `msg_` and the endpoint and change today) */
+                "webhook-id": components["parameters"]["WebhookId"];
+                /** @description Unix time of this attempt, in seconds; receivers refuse one more than 5 minutes away */
+                "webhook-timestamp": components["parameters"]["WebhookTimestamp"];
+                /** @description `v1,` and the base64 HMAC-SHA256 of `<webhook-id>.<webhook-timestamp>.<body>`, keyed with the endpoint's secret (the base64 after `whsec_`); during a secret's rotation, one signature per secret, separated by a space (Standard Webhooks) */
+                "webhook-signature": components["parameters"]["WebhookSignature"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @enum {string} */
+                    type: "dispute.cancelled";
+                    payload: components["schemas"]["Dispute"];
+                    /** @description the change's number in the change log */
+                    seq: number;
+                    /** @description the place in the service's history after this change */
+                    position: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Gone: the endpoint is disabled (staff may enable it again; it resumes where it was) */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description received: the endpoint is sent the next change */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description any other answer, or none within BOUNTY_WEBHOOKS_TIMEOUT_SECONDS: the same delivery (the same webhook-id) is sent again with a growing delay, longer if Retry-After asks (up to BOUNTY_WEBHOOKS_MAX_RETRY_AFTER_SECONDS); failing for BOUNTY_WEBHOOKS_DISABLE_AFTER_HOURS disables the endpoint */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    webhook_bounty_finalized: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description the delivery's ID, the same on every retry of one change to one endpoint: the receiver's idempotency key (opaque; `msg_` and the endpoint and change today) */
+                "webhook-id": components["parameters"]["WebhookId"];
+                /** @description Unix time of this attempt, in seconds; receivers refuse one more than 5 minutes away */
+                "webhook-timestamp": components["parameters"]["WebhookTimestamp"];
+                /** @description `v1,` and the base64 HMAC-SHA256 of `<webhook-id>.<webhook-timestamp>.<body>`, keyed with the endpoint's secret (the base64 after `whsec_`); during a secret's rotation, one signature per secret, separated by a space (Standard Webhooks) */
+                "webhook-signature": components["parameters"]["WebhookSignature"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @enum {string} */
+                    type: "bounty.finalized";
+                    payload: components["schemas"]["Bounty"];
+                    /** @description the change's number in the change log */
+                    seq: number;
+                    /** @description the place in the service's history after this change */
+                    position: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Gone: the endpoint is disabled (staff may enable it again; it resumes where it was) */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description received: the endpoint is sent the next change */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description any other answer, or none within BOUNTY_WEBHOOKS_TIMEOUT_SECONDS: the same delivery (the same webhook-id) is sent again with a growing delay, longer if Retry-After asks (up to BOUNTY_WEBHOOKS_MAX_RETRY_AFTER_SECONDS); failing for BOUNTY_WEBHOOKS_DISABLE_AFTER_HOURS disables the endpoint */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    webhook_bounty_refunded: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description the delivery's ID, the same on every retry of one change to one endpoint: the receiver's idempotency key (opaque; `msg_` and the endpoint and change today) */
+                "webhook-id": components["parameters"]["WebhookId"];
+                /** @description Unix time of this attempt, in seconds; receivers refuse one more than 5 minutes away */
+                "webhook-timestamp": components["parameters"]["WebhookTimestamp"];
+                /** @description `v1,` and the base64 HMAC-SHA256 of `<webhook-id>.<webhook-timestamp>.<body>`, keyed with the endpoint's secret (the base64 after `whsec_`); during a secret's rotation, one signature per secret, separated by a space (Standard Webhooks) */
+                "webhook-signature": components["parameters"]["WebhookSignature"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @enum {string} */
+                    type: "bounty.refunded";
+                    payload: components["schemas"]["Bounty"];
+                    /** @description the change's number in the change log */
+                    seq: number;
+                    /** @description the place in the service's history after this change */
+                    position: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Gone: the endpoint is disabled (staff may enable it again; it resumes where it was) */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description received: the endpoint is sent the next change */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description any other answer, or none within BOUNTY_WEBHOOKS_TIMEOUT_SECONDS: the same delivery (the same webhook-id) is sent again with a growing delay, longer if Retry-After asks (up to BOUNTY_WEBHOOKS_MAX_RETRY_AFTER_SECONDS); failing for BOUNTY_WEBHOOKS_DISABLE_AFTER_HOURS disables the endpoint */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    webhook_submission_refunded: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description the delivery's ID, the same on every retry of one change to one endpoint: the receiver's idempotency key (opaque; `msg_` and the endpoint and change today) */
+                "webhook-id": components["parameters"]["WebhookId"];
+                /** @description Unix time of this attempt, in seconds; receivers refuse one more than 5 minutes away */
+                "webhook-timestamp": components["parameters"]["WebhookTimestamp"];
+                /** @description `v1,` and the base64 HMAC-SHA256 of `<webhook-id>.<webhook-timestamp>.<body>`, keyed with the endpoint's secret (the base64 after `whsec_`); during a secret's rotation, one signature per secret, separated by a space (Standard Webhooks) */
+                "webhook-signature": components["parameters"]["WebhookSignature"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @enum {string} */
+                    type: "submission.refunded";
+                    payload: components["schemas"]["Submission"];
+                    /** @description the change's number in the change log */
+                    seq: number;
+                    /** @description the place in the service's history after this change */
+                    position: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Gone: the endpoint is disabled (staff may enable it again; it resumes where it was) */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description received: the endpoint is sent the next change */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description any other answer, or none within BOUNTY_WEBHOOKS_TIMEOUT_SECONDS: the same delivery (the same webhook-id) is sent again with a growing delay, longer if Retry-After asks (up to BOUNTY_WEBHOOKS_MAX_RETRY_AFTER_SECONDS); failing for BOUNTY_WEBHOOKS_DISABLE_AFTER_HOURS disables the endpoint */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    webhook_bounty_updated: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description the delivery's ID, the same on every retry of one change to one endpoint: the receiver's idempotency key (opaque; `msg_` and the endpoint and change today) */
+                "webhook-id": components["parameters"]["WebhookId"];
+                /** @description Unix time of this attempt, in seconds; receivers refuse one more than 5 minutes away */
+                "webhook-timestamp": components["parameters"]["WebhookTimestamp"];
+                /** @description `v1,` and the base64 HMAC-SHA256 of `<webhook-id>.<webhook-timestamp>.<body>`, keyed with the endpoint's secret (the base64 after `whsec_`); during a secret's rotation, one signature per secret, separated by a space (Standard Webhooks) */
+                "webhook-signature": components["parameters"]["WebhookSignature"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @enum {string} */
+                    type: "bounty.updated";
+                    payload: components["schemas"]["Bounty"];
+                    /** @description the change's number in the change log */
+                    seq: number;
+                    /** @description the place in the service's history after this change */
+                    position: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Gone: the endpoint is disabled (staff may enable it again; it resumes where it was) */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description received: the endpoint is sent the next change */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description any other answer, or none within BOUNTY_WEBHOOKS_TIMEOUT_SECONDS: the same delivery (the same webhook-id) is sent again with a growing delay, longer if Retry-After asks (up to BOUNTY_WEBHOOKS_MAX_RETRY_AFTER_SECONDS); failing for BOUNTY_WEBHOOKS_DISABLE_AFTER_HOURS disables the endpoint */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    webhook_submission_updated: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description the delivery's ID, the same on every retry of one change to one endpoint: the receiver's idempotency key (opaque; `msg_` and the endpoint and change today) */
+                "webhook-id": components["parameters"]["WebhookId"];
+                /** @description Unix time of this attempt, in seconds; receivers refuse one more than 5 minutes away */
+                "webhook-timestamp": components["parameters"]["WebhookTimestamp"];
+                /** @description `v1,` and the base64 HMAC-SHA256 of `<webhook-id>.<webhook-timestamp>.<body>`, keyed with the endpoint's secret (the base64 after `whsec_`); during a secret's rotation, one signature per secret, separated by a space (Standard Webhooks) */
+                "webhook-signature": components["parameters"]["WebhookSignature"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @enum {string} */
+                    type: "submission.updated";
+                    payload: components["schemas"]["Submission"];
+                    /** @description the change's number in the change log */
+                    seq: number;
+                    /** @description the place in the service's history after this change */
+                    position: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Gone: the endpoint is disabled (staff may enable it again; it resumes where it was) */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description received: the endpoint is sent the next change */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description any other answer, or none within BOUNTY_WEBHOOKS_TIMEOUT_SECONDS: the same delivery (the same webhook-id) is sent again with a growing delay, longer if Retry-After asks (up to BOUNTY_WEBHOOKS_MAX_RETRY_AFTER_SECONDS); failing for BOUNTY_WEBHOOKS_DISABLE_AFTER_HOURS disables the endpoint */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    webhook_dispute_updated: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description the delivery's ID, the same on every retry of one change to one endpoint: the receiver's idempotency key (opaque; `msg_` and the endpoint and change today) */
+                "webhook-id": components["parameters"]["WebhookId"];
+                /** @description Unix time of this attempt, in seconds; receivers refuse one more than 5 minutes away */
+                "webhook-timestamp": components["parameters"]["WebhookTimestamp"];
+                /** @description `v1,` and the base64 HMAC-SHA256 of `<webhook-id>.<webhook-timestamp>.<body>`, keyed with the endpoint's secret (the base64 after `whsec_`); during a secret's rotation, one signature per secret, separated by a space (Standard Webhooks) */
+                "webhook-signature": components["parameters"]["WebhookSignature"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @enum {string} */
+                    type: "dispute.updated";
+                    payload: components["schemas"]["Dispute"];
+                    /** @description the change's number in the change log */
+                    seq: number;
+                    /** @description the place in the service's history after this change */
+                    position: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Gone: the endpoint is disabled (staff may enable it again; it resumes where it was) */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description received: the endpoint is sent the next change */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description any other answer, or none within BOUNTY_WEBHOOKS_TIMEOUT_SECONDS: the same delivery (the same webhook-id) is sent again with a growing delay, longer if Retry-After asks (up to BOUNTY_WEBHOOKS_MAX_RETRY_AFTER_SECONDS); failing for BOUNTY_WEBHOOKS_DISABLE_AFTER_HOURS disables the endpoint */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    webhook_bounty_removed: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description the delivery's ID, the same on every retry of one change to one endpoint: the receiver's idempotency key (opaque; `msg_` and the endpoint and change today) */
+                "webhook-id": components["parameters"]["WebhookId"];
+                /** @description Unix time of this attempt, in seconds; receivers refuse one more than 5 minutes away */
+                "webhook-timestamp": components["parameters"]["WebhookTimestamp"];
+                /** @description `v1,` and the base64 HMAC-SHA256 of `<webhook-id>.<webhook-timestamp>.<body>`, keyed with the endpoint's secret (the base64 after `whsec_`); during a secret's rotation, one signature per secret, separated by a space (Standard Webhooks) */
+                "webhook-signature": components["parameters"]["WebhookSignature"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @enum {string} */
+                    type: "bounty.removed";
+                    payload: components["schemas"]["Bounty"];
+                    /** @description the change's number in the change log */
+                    seq: number;
+                    /** @description the place in the service's history after this change */
+                    position: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Gone: the endpoint is disabled (staff may enable it again; it resumes where it was) */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description received: the endpoint is sent the next change */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description any other answer, or none within BOUNTY_WEBHOOKS_TIMEOUT_SECONDS: the same delivery (the same webhook-id) is sent again with a growing delay, longer if Retry-After asks (up to BOUNTY_WEBHOOKS_MAX_RETRY_AFTER_SECONDS); failing for BOUNTY_WEBHOOKS_DISABLE_AFTER_HOURS disables the endpoint */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    webhook_submission_removed: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description the delivery's ID, the same on every retry of one change to one endpoint: the receiver's idempotency key (opaque; `msg_` and the endpoint and change today) */
+                "webhook-id": components["parameters"]["WebhookId"];
+                /** @description Unix time of this attempt, in seconds; receivers refuse one more than 5 minutes away */
+                "webhook-timestamp": components["parameters"]["WebhookTimestamp"];
+                /** @description `v1,` and the base64 HMAC-SHA256 of `<webhook-id>.<webhook-timestamp>.<body>`, keyed with the endpoint's secret (the base64 after `whsec_`); during a secret's rotation, one signature per secret, separated by a space (Standard Webhooks) */
+                "webhook-signature": components["parameters"]["WebhookSignature"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @enum {string} */
+                    type: "submission.removed";
+                    payload: components["schemas"]["Submission"];
+                    /** @description the change's number in the change log */
+                    seq: number;
+                    /** @description the place in the service's history after this change */
+                    position: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Gone: the endpoint is disabled (staff may enable it again; it resumes where it was) */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description received: the endpoint is sent the next change */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description any other answer, or none within BOUNTY_WEBHOOKS_TIMEOUT_SECONDS: the same delivery (the same webhook-id) is sent again with a growing delay, longer if Retry-After asks (up to BOUNTY_WEBHOOKS_MAX_RETRY_AFTER_SECONDS); failing for BOUNTY_WEBHOOKS_DISABLE_AFTER_HOURS disables the endpoint */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    webhook_dispute_removed: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description the delivery's ID, the same on every retry of one change to one endpoint: the receiver's idempotency key (opaque; `msg_` and the endpoint and change today) */
+                "webhook-id": components["parameters"]["WebhookId"];
+                /** @description Unix time of this attempt, in seconds; receivers refuse one more than 5 minutes away */
+                "webhook-timestamp": components["parameters"]["WebhookTimestamp"];
+                /** @description `v1,` and the base64 HMAC-SHA256 of `<webhook-id>.<webhook-timestamp>.<body>`, keyed with the endpoint's secret (the base64 after `whsec_`); during a secret's rotation, one signature per secret, separated by a space (Standard Webhooks) */
+                "webhook-signature": components["parameters"]["WebhookSignature"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @enum {string} */
+                    type: "dispute.removed";
+                    payload: components["schemas"]["Dispute"];
+                    /** @description the change's number in the change log */
+                    seq: number;
+                    /** @description the place in the service's history after this change */
+                    position: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Gone: the endpoint is disabled (staff may enable it again; it resumes where it was) */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description received: the endpoint is sent the next change */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description any other answer, or none within BOUNTY_WEBHOOKS_TIMEOUT_SECONDS: the same delivery (the same webhook-id) is sent again with a growing delay, longer if Retry-After asks (up to BOUNTY_WEBHOOKS_MAX_RETRY_AFTER_SECONDS); failing for BOUNTY_WEBHOOKS_DISABLE_AFTER_HOURS disables the endpoint */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    webhook_resync: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description the delivery's ID, the same on every retry of one change to one endpoint: the receiver's idempotency key (opaque; `msg_` and the endpoint and change today) */
+                "webhook-id": components["parameters"]["WebhookId"];
+                /** @description Unix time of this attempt, in seconds; receivers refuse one more than 5 minutes away */
+                "webhook-timestamp": components["parameters"]["WebhookTimestamp"];
+                /** @description `v1,` and the base64 HMAC-SHA256 of `<webhook-id>.<webhook-timestamp>.<body>`, keyed with the endpoint's secret (the base64 after `whsec_`); during a secret's rotation, one signature per secret, separated by a space (Standard Webhooks) */
+                "webhook-signature": components["parameters"]["WebhookSignature"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @enum {string} */
+                    type: "resync";
+                    payload: components["schemas"]["ResyncAfterBackfill"] | components["schemas"]["ResyncOfEndpoint"];
+                    /** @description the change's number in the change log */
+                    seq: number;
+                    /** @description the place in the service's history after this change */
+                    position: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Gone: the endpoint is disabled (staff may enable it again; it resumes where it was) */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description received: the endpoint is sent the next change */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description any other answer, or none within BOUNTY_WEBHOOKS_TIMEOUT_SECONDS: the same delivery (the same webhook-id) is sent again with a growing delay, longer if Retry-After asks (up to BOUNTY_WEBHOOKS_MAX_RETRY_AFTER_SECONDS); failing for BOUNTY_WEBHOOKS_DISABLE_AFTER_HOURS disables the endpoint */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    webhook_webhook_test: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description the delivery's ID, the same on every retry of one change to one endpoint: the receiver's idempotency key (opaque; `msg_` and the endpoint and change today) */
+                "webhook-id": components["parameters"]["WebhookId"];
+                /** @description Unix time of this attempt, in seconds; receivers refuse one more than 5 minutes away */
+                "webhook-timestamp": components["parameters"]["WebhookTimestamp"];
+                /** @description `v1,` and the base64 HMAC-SHA256 of `<webhook-id>.<webhook-timestamp>.<body>`, keyed with the endpoint's secret (the base64 after `whsec_`); during a secret's rotation, one signature per secret, separated by a space (Standard Webhooks) */
+                "webhook-signature": components["parameters"]["WebhookSignature"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @enum {string} */
+                    type: "webhook.test";
+                    payload: components["schemas"]["WebhookTest"];
+                    seq: null;
+                    position: null;
+                };
+            };
+        };
+        responses: {
+            /** @description Gone: the endpoint is disabled (staff may enable it again; it resumes where it was) */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description received: the endpoint is sent the next change */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description any other answer, or none within BOUNTY_WEBHOOKS_TIMEOUT_SECONDS: the same delivery (the same webhook-id) is sent again with a growing delay, longer if Retry-After asks (up to BOUNTY_WEBHOOKS_MAX_RETRY_AFTER_SECONDS); failing for BOUNTY_WEBHOOKS_DISABLE_AFTER_HOURS disables the endpoint */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
         };
     };
