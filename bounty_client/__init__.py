@@ -1,5 +1,6 @@
-"""bounty_client: unsigned transactions, metadata helpers, quotes, a read client and a websocket
-watcher for the bounty contract and its read service. See README.md beside this file for usage."""
+"""bounty_client: unsigned transactions, metadata helpers, quotes, a read client, a websocket
+watcher and webhook verification for the bounty contract and its read service. See README.md
+beside this file for usage."""
 
 from bounty_client._version import __version__
 from bounty_client.deployment import DEFAULT_CHAIN_ID, Deployment, deployment_from_env, deployment_from_health
@@ -9,6 +10,7 @@ from bounty_client.errors import (
     RequestFailedError,
     ResponseError,
     ValidationError,
+    WebhookVerificationError,
 )
 from bounty_client.events import Backoff, EventFold, LiveEvent, Snapshot, events_url, watch_events
 from bounty_client.metadata import (
@@ -37,6 +39,14 @@ from bounty_client.schema import (
 )
 from bounty_client.transactions import TransactionBuilder, UnsignedTransaction
 from bounty_client.validation import validate_address, validate_bytes32, validate_uint
+from bounty_client.webhooks import (
+    ResyncAfterBackfill,
+    ResyncOfEndpoint,
+    WebhookEvent,
+    WebhookPayload,
+    WebhookTest,
+    verify_webhook,
+)
 
 __all__ = [
     "DEFAULT_CHAIN_ID",
@@ -62,12 +72,18 @@ __all__ = [
     "ReadClient",
     "RequestFailedError",
     "ResponseError",
+    "ResyncAfterBackfill",
+    "ResyncOfEndpoint",
     "Snapshot",
     "SubmissionOverview",
     "SubmissionRecord",
     "TransactionBuilder",
     "UnsignedTransaction",
     "ValidationError",
+    "WebhookEvent",
+    "WebhookPayload",
+    "WebhookTest",
+    "WebhookVerificationError",
     "__version__",
     "canonical_json",
     "deployment_from_env",
@@ -81,5 +97,6 @@ __all__ = [
     "validate_address",
     "validate_bytes32",
     "validate_uint",
+    "verify_webhook",
     "watch_events",
 ]

@@ -55,3 +55,9 @@ class RequestFailedError(BountyClientError):
     def status_code(self) -> int:
         """The same as `status`, under httpx's name for it."""
         return self.status
+
+
+class WebhookVerificationError(BountyClientError):
+    """A webhook delivery that cannot be trusted (`verify_webhook`): a header missing, a timestamp
+    too far from now, no signature that matches, a body that is not UTF-8, or a secret that is not
+    `whsec_` and base64. The message says which."""
