@@ -43,8 +43,8 @@ def refusal(address: IPv4Address | IPv6Address, allowed: Iterable[Network]) -> s
         (address.is_link_local, "a link-local address (the cloud metadata service is one)"),
         (isinstance(address, IPv4Address) and address in SHARED, "a carrier-grade NAT address"),
         (address.is_multicast, "a multicast address"),
-        (address.is_private, "a private address"),
         (address.is_reserved, "a reserved address"),
+        (address.is_private, "a private address"),
         (not address.is_global, "not a public address"),
     )
     return next((why for refused, why in checks if refused), None)

@@ -20,6 +20,7 @@ from records.models import Deployment
 from tests.chain import Chain
 from tests.indexer.conftest import process_env
 from tests.servers import PROJECT_DIR, Log, kill, stop
+from tests.websocket.conftest import active  # noqa: F401 (a fixture this one needs)
 from webhooks import endpoints
 from webhooks.models import Endpoint
 
