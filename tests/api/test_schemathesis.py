@@ -2,7 +2,7 @@
 to every operation. None gets a 5xx; every response conforms to what the schema says of its
 status, headers and body; every request the schema allows is accepted and every one it refuses is
 refused (positive and negative data acceptance), so the schema states each bound the server
-enforces and no other. The one rule OpenAPI 3.0 cannot state, that `chain_id` and
+enforces and no other. The one rule the schema cannot state, that `chain_id` and
 `contract_address` come together (docs/api.md, Deployments), is left out of the acceptance check
 for the requests that send one alone."""
 
