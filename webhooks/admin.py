@@ -6,12 +6,13 @@ see its newest attempts."""
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlsplit
 
 from django import forms
 from django.contrib import admin, messages
 from django.db.models import QuerySet
-from django.http import HttpRequest
-from django.utils.html import format_html
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
 
 from records.changes import MessageType
 from webhooks import endpoints
@@ -71,7 +72,6 @@ class EndpointAdmin(admin.ModelAdmin):
 
     @admin.display(description="host")
     def url_host(self, obj: Endpoint) -> str:
-        from urllib.parse import urlsplit
         return urlsplit(obj.url).hostname or obj.url
 
     @admin.display(description="position")
@@ -90,11 +90,7 @@ class EndpointAdmin(admin.ModelAdmin):
         if not change:
             endpoints.start(obj)
         super().save_model(request, obj, form, change)
-        if not change:
-            self.message_user(request, format_html(
-                "The endpoint's signing secret, shown this once: <code>{}</code>. Keep it where the "
-                "receiver verifies deliveries (docs/api.md, Webhooks).", obj.secret), messages.WARNING)
-        elif obj.enabled and was_enabled is False:
+        if change and obj.enabled and was_enabled is False:
             endpoints.enable(obj)
         replay = form.cleaned_data.get("replay_from")
         if replay:
@@ -104,6 +100,17 @@ class EndpointAdmin(admin.ModelAdmin):
                 self.message_user(request, f"Not replayed: {error}", messages.ERROR)
             else:
                 self.message_user(request, f"Every change after seq {position.seq} is sent again.")
+
+    def response_add(self, request: HttpRequest, obj: Endpoint, post_url_continue: str | None = None) -> HttpResponse:
+        """The new endpoint's secret, on this page only (no redirect, no message stored in a cookie)."""
+        return self._secrets(request, [(obj, obj.secret)], "The endpoint is registered. Its signing secret:")
+
+    def _secrets(self, request: HttpRequest, secrets: list[tuple[Endpoint, str]], explanation: str) -> HttpResponse:
+        response = TemplateResponse(request, "admin/webhooks/endpoint/secret.html", {
+            **self.admin_site.each_context(request), "secrets": secrets, "explanation": explanation,
+            "title": "Signing secret"})
+        response["Cache-Control"] = "no-store"  # the admin's never_cache adds to it
+        return response
 
     @admin.action(description="Send a test event", permissions=["change"])
     def send_test_event(self, request: HttpRequest, queryset: QuerySet[Endpoint]) -> None:
@@ -119,12 +126,10 @@ class EndpointAdmin(admin.ModelAdmin):
         self.message_user(request, f"{count} endpoint(s) are tried again now.")
 
     @admin.action(description="Rotate the signing secret", permissions=["change"])
-    def rotate_secret(self, request: HttpRequest, queryset: QuerySet[Endpoint]) -> None:
-        for endpoint in queryset:
-            secret = endpoints.rotate_secret(endpoint)
-            self.message_user(request, format_html(
-                "{}: the new secret, shown this once: <code>{}</code>. The old one signs beside it until the "
-                "overlap ends.", self.url_host(endpoint), secret), messages.WARNING)
+    def rotate_secret(self, request: HttpRequest, queryset: QuerySet[Endpoint]) -> HttpResponse:
+        secrets = [(endpoint, endpoints.rotate_secret(endpoint)) for endpoint in queryset]
+        return self._secrets(request, secrets, "New signing secrets. Each old secret signs beside the new one "
+                                               "until BOUNTY_WEBHOOKS_SECRET_OVERLAP_HOURS have passed:")
 
     @admin.action(description="Enable (go on from its position)", permissions=["change"])
     def enable(self, request: HttpRequest, queryset: QuerySet[Endpoint]) -> None:
