@@ -20,7 +20,7 @@ from webhooks.addresses import Refused, check_url
 from webhooks.models import DeliveryAttempt, Endpoint
 
 
-class EndpointForm(forms.ModelForm):
+class EndpointForm(forms.ModelForm):  # type: ignore[type-arg]
     url = forms.URLField(max_length=2048, assume_scheme="https", label="URL",
                          help_text=Endpoint._meta.get_field("url").help_text)
     event_types = forms.MultipleChoiceField(
@@ -44,10 +44,10 @@ class EndpointForm(forms.ModelForm):
         return url
 
 
-class AttemptInline(admin.TabularInline):
+class AttemptInline(admin.TabularInline):  # type: ignore[type-arg]
     model = DeliveryAttempt
-    fields = ["at", "webhook_id", "type", "seq", "status", "latency_ms", "outcome", "response_head"]
-    readonly_fields = fields
+    fields = readonly_fields = ("at", "webhook_id", "type", "seq", "status", "latency_ms", "outcome",
+                                "response_head")
     ordering = ["-number"]
     extra = 0
     can_delete = False
@@ -61,7 +61,7 @@ class AttemptInline(admin.TabularInline):
 
 
 @admin.register(Endpoint)
-class EndpointAdmin(admin.ModelAdmin):
+class EndpointAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     form = EndpointForm
     list_display = ["url_host", "description", "enabled", "position", "delivered_at", "failing", "disabled_reason"]
     list_filter = ["enabled"]

@@ -22,7 +22,8 @@ _LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0
 
 
 class Committed(Protocol):
-    committed: datetime | None
+    @property
+    def committed(self) -> datetime | None: ...
 
 
 class WebhookMetrics:

@@ -31,7 +31,9 @@ class Endpoint(models.Model):
                                              "`resync` is sent whatever is chosen")
     bounty_id = models.PositiveBigIntegerField(null=True, blank=True, verbose_name="bounty ID",
                                                help_text="only changes of this bounty and its submissions and disputes")
-    actor = AddressField(null=True, blank=True,
+    # The records' address fields are never null; this one may be (no filter), which the field's
+    # type (a CharField[str, str] to the stubs) cannot say.
+    actor = AddressField(null=True, blank=True,  # type: ignore[misc]
                          help_text="only records this address posted, claims or challenges")
     enabled = models.BooleanField(default=True)
     disabled_reason = models.CharField(max_length=300, blank=True, editable=False)

@@ -20,4 +20,4 @@ def delay(failures: int, retry_after: float | None = None) -> float:
     wait = step * random.uniform(0.5, 1.0)
     if retry_after is not None:
         wait = max(wait, min(retry_after, float(settings.BOUNTY_WEBHOOKS_MAX_RETRY_AFTER_SECONDS)))
-    return wait
+    return float(wait)

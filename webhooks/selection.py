@@ -7,14 +7,19 @@ from typing import Any, Protocol
 
 
 class Filters(Protocol):
-    event_types: frozenset[str]
-    bounty_id: int | None
-    actor: str | None
+    @property
+    def event_types(self) -> frozenset[str]: ...
+    @property
+    def bounty_id(self) -> int | None: ...
+    @property
+    def actor(self) -> str | None: ...
 
 
 class Carried(Protocol):
-    type: str
-    payload: Any
+    @property
+    def type(self) -> str: ...
+    @property
+    def payload(self) -> Any: ...
 
 
 # The fields of a record that name its actor: the bounty's poster, the submission's claimant,

@@ -62,7 +62,7 @@ def test_concurrency_doubles_each_quick_round_until_the_node_shows_load_then_gro
 
     def round_of_successes() -> None:
         # Requests that each take about 50 ms, as a node's answers do: a success is quick within
-        # 4× the quickest, so a busy machine's pause of a few milliseconds between two of them
+        # 4 times the quickest, so a busy machine's pause of a few milliseconds between two of them
         # does not make one slow (answers of a few microseconds would).
         tickets = [pacer.acquire(1, stop) for _ in range(pacer.limit)]
         time.sleep(0.05)

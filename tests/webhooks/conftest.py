@@ -18,9 +18,9 @@ import pytest
 from contracts.devchain import free_port
 from records.models import Deployment
 from tests.chain import Chain
+from tests.factories import make_deployment
 from tests.indexer.conftest import process_env
 from tests.servers import PROJECT_DIR, Log, kill, stop
-from tests.websocket.conftest import active  # noqa: F401 (a fixture this one needs)
 from webhooks import endpoints
 from webhooks.models import Endpoint
 
@@ -78,9 +78,11 @@ class ReceiverProcess:
 
 
 @pytest.fixture
-def deployment(active: Deployment, settings: Any) -> Deployment:
+def deployment(chain: Chain, settings: Any) -> Deployment:
     """The chain's deployment, active here as in the worker processes (as in the web process whose
-    admin registers endpoints)."""
+    admin registers endpoints), for tests that write its change log directly."""
+    active = make_deployment(contract_address=chain.deployment.contract_address.lower(),
+                             usdc_address=chain.deployment.usdc_address.lower())
     settings.BOUNTY_CHAIN_ID = active.chain_id
     settings.BOUNTY_CONTRACT_ADDRESS = active.contract_address
     return active
