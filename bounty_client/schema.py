@@ -204,9 +204,27 @@ class HealthReplica(TypedDict):
     checked_at: str | None
 
 
+class HealthWebhookWorker(TypedDict):
+    """A delivery worker (run_webhooks) in `/health`'s `webhooks`."""
+
+    name: str
+    last_seen: str
+
+
+class HealthWebhooks(TypedDict):
+    """`/health`'s `webhooks`: the webhook endpoints and their delivery workers."""
+
+    endpoints: int
+    disabled: int
+    retrying: int
+    failing_since: str | None
+    workers: list[HealthWebhookWorker]
+    running: bool
+
+
 class Health(TypedDict):
     """`/health`: the service's status and version, its active deployment, its indexer, Redis,
-    the database replicas (null without)."""
+    the database replicas (null without), and the webhooks."""
 
     status: Literal["ok", "degraded", "error"]
     version: str
@@ -214,3 +232,4 @@ class Health(TypedDict):
     indexer: HealthIndexer
     redis: HealthRedis
     replicas: list[HealthReplica] | None
+    webhooks: HealthWebhooks

@@ -21,6 +21,7 @@ from indexer.health import IndexerHealth, indexer_health
 from records.replicas import REPLICAS, ReplicaHealth
 from records.representation import checksum_address, rfc3339
 from records.selectors import active_deployment
+from webhooks.health import WebhooksHealth, webhooks_health
 
 
 class HealthDeployment(TypedDict):
@@ -42,6 +43,7 @@ class ServiceHealth(TypedDict):
     indexer: dict[str, Any]  # an IndexerHealth with its times in RFC 3339 (as_json)
     redis: RedisHealth
     replicas: list[ReplicaHealth] | None  # None without DATABASE_REPLICA_URLS
+    webhooks: dict[str, Any]  # a WebhooksHealth with its times in RFC 3339 (as_json)
 
 
 class DatabaseUnreachable(TypedDict):
@@ -55,24 +57,26 @@ class DatabaseUnreachable(TypedDict):
 def service_health() -> ServiceHealth | DatabaseUnreachable:
     """The service's health now. `status` is degraded when an indexer is configured but not
     running, not synced, not answered by its node or no longer asking it, when Redis is
-    configured but does not answer, or when a read replica is set aside (records.replicas); a
+    configured but does not answer, when a read replica is set aside (records.replicas), or when
+    webhook endpoints are enabled but no delivery worker was seen within the heartbeat; a
     database that does not answer is `DatabaseUnreachable`."""
     version: str = settings.SERVICE_VERSION
     try:
         with connection.cursor() as cursor:
             cursor.execute("SELECT 1")
         indexer = indexer_health(active_deployment())
+        webhooks = webhooks_health()
     except DatabaseError as exc:
         return DatabaseUnreachable(status="error", version=version,
                                    detail=f"database unreachable: {type(exc).__name__}")
     redis = redis_health()
     replicas = REPLICAS.health() if REPLICAS.replicas else None
-    degraded = redis["status"] == "unreachable" or any(replica["status"] != "in_use" for replica in replicas or ()) or (
+    degraded = not webhooks["running"] or redis["status"] == "unreachable" or any(replica["status"] != "in_use" for replica in replicas or ()) or (
         indexer["enabled"] and not (
         indexer["running"] and indexer["synced"] and indexer["node_unreachable_since"] is None
         and not indexer["node_ask_overdue"]))
     return ServiceHealth(status="degraded" if degraded else "ok", version=version, deployment=deployment_health(),
-                         indexer=as_json(indexer), redis=redis, replicas=replicas)
+                         indexer=as_json(indexer), redis=redis, replicas=replicas, webhooks=as_json(webhooks))
 
 
 def deployment_health() -> HealthDeployment:
@@ -95,8 +99,8 @@ def redis_health() -> RedisHealth:
                        unreachable_seconds=int(REDIS.unreachable_seconds()))
 
 
-def as_json(health: IndexerHealth) -> dict[str, Any]:
-    """The indexer's health with every time in it, however deep, in RFC 3339."""
+def as_json(health: IndexerHealth | WebhooksHealth) -> dict[str, Any]:
+    """The indexer's or the webhooks' health with every time in it, however deep, in RFC 3339."""
     return _times_in_rfc3339(health)  # type: ignore[no-any-return]
 
 

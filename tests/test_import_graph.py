@@ -17,6 +17,9 @@ RECORDS_DATA = frozenset({
     "records.snapshot", "records.dialect", "records.history",
 })
 INDEXER_READ_BY_RECORDS = frozenset({"indexer.models", "indexer.health"})
+# The webhooks app is a leaf: it reads records and the indexer; of it, the indexer imports nothing
+# and records' read side only the health it reports (GET /health), which reads only its models.
+WEBHOOKS_READ_BY_RECORDS = frozenset({"webhooks.health", "webhooks.models"})
 
 
 def _modules(package: str) -> dict[str, Path]:
@@ -50,7 +53,7 @@ def _importable(name: str, modules: dict[str, Path]) -> str:
     return name
 
 
-RECORDS, INDEXER = _modules("records"), _modules("indexer")
+RECORDS, INDEXER, WEBHOOKS = _modules("records"), _modules("indexer"), _modules("webhooks")
 
 
 def test_the_data_modules_exist() -> None:
@@ -69,6 +72,26 @@ def test_records_reads_the_indexer_through_its_models_and_health_only(module: st
     imported = {_importable(name, INDEXER) for name in _imports(RECORDS[module]) if _within(name, "indexer")}
     allowed: frozenset[str] = frozenset() if module in RECORDS_DATA else INDEXER_READ_BY_RECORDS
     assert imported <= allowed, f"{module} imports {sorted(imported - allowed)} of the indexer"
+
+
+@pytest.mark.parametrize("module", sorted(INDEXER), ids=str)
+def test_the_indexer_imports_nothing_of_the_webhooks(module: str) -> None:
+    assert not {name for name in _imports(INDEXER[module]) if _within(name, "webhooks")}
+
+
+@pytest.mark.parametrize("module", sorted(RECORDS), ids=str)
+def test_records_reads_the_webhooks_through_their_health_only(module: str) -> None:
+    imported = {_importable(name, WEBHOOKS) for name in _imports(RECORDS[module]) if _within(name, "webhooks")}
+    allowed: frozenset[str] = frozenset() if module in RECORDS_DATA else WEBHOOKS_READ_BY_RECORDS
+    assert imported <= allowed, f"{module} imports {sorted(imported - allowed)} of the webhooks"
+
+
+@pytest.mark.parametrize("module", sorted(WEBHOOKS_READ_BY_RECORDS), ids=str)
+def test_what_records_reads_of_the_webhooks_imports_only_their_models(module: str) -> None:
+    imported = {name for name in _imports(WEBHOOKS[module]) if _within(name, "webhooks")
+                or _within(name, "records") or _within(name, "indexer")}
+    assert {_importable(name, WEBHOOKS) for name in imported if _within(name, "webhooks")} <= {"webhooks.models"}
+    assert {_importable(name, RECORDS) for name in imported if _within(name, "records")} <= RECORDS_DATA
 
 
 def test_the_check_sees_a_forbidden_import(tmp_path: Path) -> None:

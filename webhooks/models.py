@@ -131,3 +131,15 @@ class ModeratorNotice(models.Model):
     def __str__(self) -> str:
         subject = f"dispute {self.dispute_id}" if self.dispute_id is not None else f"endpoint {self.endpoint_id}"
         return f"{subject}: {self.get_kind_display()}"
+
+
+class WorkerBeat(models.Model):
+    """A `run_webhooks` process seen lately: it writes its beat every few seconds while it runs
+    and deletes it when it stops (GET /health lists those seen within the heartbeat)."""
+
+    name = models.CharField(max_length=100, unique=True, help_text="host name and process ID")
+    started_at = models.DateTimeField()
+    last_seen = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return self.name

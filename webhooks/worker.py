@@ -38,6 +38,7 @@ from django.db import DatabaseError, close_old_connections, connection, transact
 from django.db.models import F, Q
 from django.utils import timezone
 
+from indexer.models import ChangeLogEntry
 from records.changes import MessageType
 from records.history import Position
 from records.selectors import (
@@ -52,7 +53,7 @@ from records.ws.messages import LiveMessage, encode
 from webhooks import notices, schedule
 from webhooks.delivery import Outcome, Request, Sender
 from webhooks.metrics import METRICS
-from webhooks.models import ATTEMPTS_KEPT, RESPONSE_HEAD_CHARS, DeliveryAttempt, Endpoint
+from webhooks.models import ATTEMPTS_KEPT, RESPONSE_HEAD_CHARS, DeliveryAttempt, Endpoint, WorkerBeat
 from webhooks.selection import wants
 
 logger = logging.getLogger(__name__)
@@ -60,6 +61,7 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 FLUSH_SECONDS = 0.1  # between two writes of positions, attempts and leases
+BEAT_SECONDS = 5.0  # between two heartbeats (and observations of every endpoint's backlog)
 WINDOW = 10_000  # the newest changes held in memory for every endpoint
 READ_CHUNK = 500  # changes read at once for one endpoint behind the window
 
@@ -377,6 +379,7 @@ class Worker:
             await asyncio.gather(flusher, return_exceptions=True)
             try:
                 await self._in_db(self.ledger.write, self.ledger.release_all())
+                await self._in_db(lambda: WorkerBeat.objects.filter(name=self.ledger.owner).delete())
             except DatabaseError:
                 logger.warning("could not hand back the endpoints this worker held; other workers take "
                                "them when their leases end (%d s)", settings.BOUNTY_WEBHOOKS_LEASE_SECONDS)
@@ -410,9 +413,26 @@ class Worker:
             task.add_done_callback(self._tasks.discard)
 
     async def _flush_every(self, stop: asyncio.Event) -> None:
+        last_beat = 0.0
         while not stop.is_set():
             await asyncio.sleep(FLUSH_SECONDS)
             await self.flush()
+            if time.monotonic() - last_beat >= BEAT_SECONDS:
+                last_beat = time.monotonic()
+                try:
+                    await self._in_db(self._beat)
+                except DatabaseError as error:
+                    self._database_down(error)
+
+    def _beat(self) -> None:
+        """The worker's heartbeat (GET /health) and the endpoints' gauges (webhooks.metrics)."""
+        now = timezone.now()
+        WorkerBeat.objects.update_or_create(name=self.ledger.owner,
+                                            defaults={"last_seen": now}, create_defaults={"last_seen": now,
+                                                                                         "started_at": now})
+        METRICS.beat()
+        if self._head is not None:
+            observe_endpoints(*self._head, now)
 
     async def flush(self) -> None:
         writes = self.ledger.take()
@@ -513,3 +533,22 @@ def _holds_seq(deployment_id: int, seq: int) -> bool:
     """Whether the change log holds the entry `seq` (a position there whose digest differs is of
     another history; one no longer held was pruned)."""
     return bool(changes_between(deployment_id, seq, seq, 1))
+
+
+def observe_endpoints(deployment_id: int, head: Position, now: datetime) -> None:
+    """Every enabled endpoint's backlog and the age of the oldest change it has not been sent
+    (the changes after its position; one of another history or deployment is counted as at the
+    head's start, since it gets `resync`), and how many are disabled."""
+    rows = list(Endpoint.objects.filter(enabled=True).values_list("pk", "deployment_id", "position_seq"))
+    nexts = {seq + 1 for _, deployment, seq in rows if deployment == deployment_id and seq is not None
+             and seq < head.seq}
+    committed = dict(ChangeLogEntry.objects.filter(deployment_id=deployment_id, seq__in=nexts)
+                     .values_list("seq", "created_at")) if nexts else {}
+    METRICS.backlog.clear()
+    METRICS.oldest.clear()
+    for pk, deployment, seq in rows:
+        behind = head.seq - seq if deployment == deployment_id and seq is not None else head.seq
+        METRICS.backlog.labels(endpoint=str(pk)).set(max(0, behind))
+        oldest = committed.get((seq or 0) + 1) if behind > 0 else None
+        METRICS.oldest.labels(endpoint=str(pk)).set((now - oldest).total_seconds() if oldest else 0)
+    METRICS.endpoints_disabled.set(Endpoint.objects.filter(enabled=False).count())

@@ -232,6 +232,22 @@ class HealthReplicaSerializer(serializers.Serializer[Any]):
     checked_at = serializers.DateTimeField(allow_null=True, help_text="its last check that it answered")
 
 
+class HealthWebhookWorkerSerializer(serializers.Serializer[Any]):
+    name = serializers.CharField(help_text="the run_webhooks process: host name and process ID")
+    last_seen = serializers.DateTimeField()
+
+
+class HealthWebhooksSerializer(serializers.Serializer[Any]):
+    endpoints = serializers.IntegerField(help_text="webhook endpoints enabled")
+    disabled = serializers.IntegerField(help_text="webhook endpoints disabled (by staff, a 410, or failing too long)")
+    retrying = serializers.IntegerField(help_text="enabled endpoints waiting to be sent a change again")
+    failing_since = serializers.DateTimeField(
+        allow_null=True, help_text="the longest-failing enabled endpoint's first failure; null when none fails")
+    workers = HealthWebhookWorkerSerializer(many=True, help_text="the delivery workers seen within the heartbeat")
+    running = serializers.BooleanField(
+        help_text="false when endpoints are enabled but no delivery worker runs (status is degraded)")
+
+
 class HealthSerializer(serializers.Serializer[Any]):
     status = serializers.ChoiceField(choices=["ok", "degraded", "error"])
     version = serializers.CharField()
@@ -241,6 +257,7 @@ class HealthSerializer(serializers.Serializer[Any]):
     replicas = HealthReplicaSerializer(
         many=True, allow_null=True,
         help_text="the read replicas (DATABASE_REPLICA_URLS) as the answering web process checks them; null without")
+    webhooks = HealthWebhooksSerializer(help_text="the webhook endpoints and their delivery workers (run_webhooks)")
 
 
 QUALIFIER_PARAMETERS = [

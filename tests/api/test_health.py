@@ -25,6 +25,7 @@ from records.health import DatabaseUnreachable, HealthDeployment, RedisHealth, S
 from records.models import Deployment
 from tests.api import helpers as h
 from tests.factories import ACTIVE_CONTRACT, ACTIVE_USDC, make_bounty
+from webhooks.health import WebhooksHealth, WebhookWorkerHealth
 
 PATH = "/health"
 INDEXER_FLAGS = {"enabled", "running", "synced", "last_indexed_block", "head_block", "lag_blocks", "confirmations",
@@ -215,6 +216,8 @@ def _literal_values(hint: Any) -> list[Any] | None:
     (schema.HealthBackfillSerializer, BackfillProgress),
     (schema.HealthIndexerProcessSerializer, IndexerProcessHealth),
     (schema.HealthRedisSerializer, RedisHealth),
+    (schema.HealthWebhooksSerializer, WebhooksHealth),
+    (schema.HealthWebhookWorkerSerializer, WebhookWorkerHealth),
 ], ids=lambda value: value.__name__)
 def test_the_schema_describes_the_members_the_body_is_declared_with(serializer: Any, declared: Any) -> None:
     """The OpenAPI schema's description of /health (records.api.schema) against the TypedDicts the

@@ -46,6 +46,8 @@ TYPED_DICT_OF = {
     "HealthIndexerProcess": schema.HealthIndexerProcess,
     "HealthRedis": schema.HealthRedis,
     "HealthReplica": schema.HealthReplica,
+    "HealthWebhooks": schema.HealthWebhooks,
+    "HealthWebhookWorker": schema.HealthWebhookWorker,
     # The payloads of webhook deliveries beyond the records (docs/api.md, Webhooks).
     "ResyncAfterBackfill": webhooks.ResyncAfterBackfill,
     "ResyncOfEndpoint": webhooks.ResyncOfEndpoint,

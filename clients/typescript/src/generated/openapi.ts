@@ -712,6 +712,8 @@ export interface components {
             redis: components["schemas"]["HealthRedis"];
             /** @description the read replicas (DATABASE_REPLICA_URLS) as the answering web process checks them; null without */
             replicas: components["schemas"]["HealthReplica"][] | null;
+            /** @description the webhook endpoints and their delivery workers (run_webhooks) */
+            webhooks: components["schemas"]["HealthWebhooks"];
         };
         HealthBackfill: {
             from_block: number;
@@ -866,6 +868,29 @@ export interface components {
              * @description its last check that it answered
              */
             checked_at: string | null;
+        };
+        HealthWebhookWorker: {
+            /** @description the run_webhooks process: host name and process ID */
+            name: string;
+            /** Format: date-time */
+            last_seen: string;
+        };
+        HealthWebhooks: {
+            /** @description webhook endpoints enabled */
+            endpoints: number;
+            /** @description webhook endpoints disabled (by staff, a 410, or failing too long) */
+            disabled: number;
+            /** @description enabled endpoints waiting to be sent a change again */
+            retrying: number;
+            /**
+             * Format: date-time
+             * @description the longest-failing enabled endpoint's first failure; null when none fails
+             */
+            failing_since: string | null;
+            /** @description the delivery workers seen within the heartbeat */
+            workers: components["schemas"]["HealthWebhookWorker"][];
+            /** @description false when endpoints are enabled but no delivery worker runs (status is degraded) */
+            running: boolean;
         };
         /** @description A bulk backfill of blocks `from_block` to `to_block` changed records without a change each: read the records anew. */
         ResyncAfterBackfill: {
