@@ -71,7 +71,8 @@ def service_health() -> ServiceHealth | DatabaseUnreachable:
                                    detail=f"database unreachable: {type(exc).__name__}")
     redis = redis_health()
     replicas = REPLICAS.health() if REPLICAS.replicas else None
-    degraded = not webhooks["running"] or redis["status"] == "unreachable" or any(replica["status"] != "in_use" for replica in replicas or ()) or (
+    degraded = not webhooks["running"] or redis["status"] == "unreachable" or any(
+        replica["status"] != "in_use" for replica in replicas or ()) or (
         indexer["enabled"] and not (
         indexer["running"] and indexer["synced"] and indexer["node_unreachable_since"] is None
         and not indexer["node_ask_overdue"]))
