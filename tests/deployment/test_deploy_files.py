@@ -27,6 +27,7 @@ from indexer.config import IndexerConfig
 from indexer.metrics import IndexerMetrics
 from tests.servers import DAPHNE, database_url, serve_command, stop
 from tests.websocket.conftest import close_code, open_client
+from webhooks.metrics import METRICS
 
 DEPLOY = Path(__file__).resolve().parent.parent.parent / "deploy"
 NAME = re.compile(r"\bbounty_[a-z_]+")
@@ -39,7 +40,7 @@ def exposed(registry: CollectorRegistry) -> set[str]:
             for suffix in _SUFFIXES[family.type]}
 
 
-SERVED = exposed(IndexerMetrics(1, "0x" + "00" * 20).registry) | exposed(REGISTRY)
+SERVED = exposed(IndexerMetrics(1, "0x" + "00" * 20).registry) | exposed(REGISTRY) | exposed(METRICS.registry)
 
 
 def dashboard_expressions() -> list[str]:
@@ -66,7 +67,8 @@ def test_every_alert_uses_served_metrics_and_the_issues_alerts_are_there() -> No
         assert set(NAME.findall(expr)) <= SERVED, (name, expr)
     expressions = " ".join(rules.values())
     for metric in ("bounty_indexer_lag_blocks", "bounty_indexer_heartbeat_age_seconds", "bounty_indexer_is_writer",
-                   'bounty_http_requests_total{status=~"5.."}', 'bounty_ws_closes_total{code="1011"}'):
+                   'bounty_http_requests_total{status=~"5.."}', 'bounty_ws_closes_total{code="1011"}',
+                   "bounty_webhook_oldest_undelivered_seconds", "bounty_webhook_endpoints_disabled_total"):
         assert metric in expressions
 
 
@@ -81,6 +83,8 @@ def test_prometheus_scrapes_the_ports_of_the_units_and_nginx_hides_metrics() -> 
     assert "run_indexer --metrics-port %i" in (DEPLOY / "bounty-indexer@.service").read_text()
     assert "-e tcp:port=%i:interface=127.0.0.1:" in (DEPLOY / "bounty-web@.service").read_text()
     assert all(re.fullmatch(r"127\.0\.0\.1:\d+", target) for target in targets["bounty-indexer"])
+    assert "run_webhooks --metrics-port %i" in (DEPLOY / "bounty-webhooks@.service").read_text()
+    assert all(re.fullmatch(r"127\.0\.0\.1:\d+", target) for target in targets["bounty-webhooks"])
 
 
 def test_nginx_limits_connections_per_address_and_the_temporary_file_of_a_response() -> None:

@@ -23,7 +23,7 @@ from tests.deployment.test_deploy_files import DEPLOY
 from tests.servers import PROJECT_DIR
 
 SERVICES = {"bounty-web@.service": "bounty-web@8000.service", "bounty-indexer@.service": "bounty-indexer@9810.service",
-            "bounty-prune.service": "bounty-prune.service"}
+            "bounty-webhooks@.service": "bounty-webhooks@9820.service", "bounty-prune.service": "bounty-prune.service"}
 UNITS = {**SERVICES, "bounty-prune.timer": "bounty-prune.timer"}
 SYSTEM_UNITS = Path("/usr/lib/systemd/system")
 
