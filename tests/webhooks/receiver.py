@@ -5,8 +5,8 @@
   arrived, answered as `<name>`'s behaviour says (status, delay, Retry-After, Location);
 - `PUT /behaviour/<name>`: that behaviour, JSON `{"status": 200, "delay": 0, "retry_after": null,
   "location": null}`;
-- `GET /deliveries/<name>`: what `<name>` was sent, in order of arrival, with the most deliveries it
-  had in flight at once;
+- `GET /deliveries/<name>`: what `<name>` was sent, in order of arrival (each kept once answered),
+  with the deliveries it has in flight now and the most it had at once;
 - `GET /stats`: per name, the count and the arrival times (for the bench).
 
 It prints `listening` once it accepts connections.
@@ -60,7 +60,7 @@ class Receiver:
 
     async def delivered(self, request: web.Request) -> web.Response:
         name = request.match_info["name"]
-        return web.json_response({"deliveries": self.deliveries.get(name, []),
+        return web.json_response({"deliveries": self.deliveries.get(name, []), "in_flight": self.in_flight.get(name, 0),
                                   "most_in_flight": self.most_in_flight.get(name, 0)})
 
     async def stats(self, request: web.Request) -> web.Response:
