@@ -31,7 +31,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, TypeVar, cast
+from typing import Any, NamedTuple, TypeVar, cast
 
 from django.conf import settings
 from django.db import DatabaseError, close_old_connections, connection, transaction
@@ -244,16 +244,11 @@ class Ledger:
         self._attempts = []
         for pk, held in list(self.held.items()):
             if held.dirty or held.released:
-                writes.rows.append((pk, {
-                    "position_seq": held.position.seq if held.position else None,
-                    "position_digest": held.position.digest if held.position else "",
-                    "deployment_id": held.deployment_id, "failing_since": held.failing_since,
-                    "failures": held.failures, "attempts_made": held.attempts_made,
-                    "next_attempt_at": held.next_attempt_at,
-                    **({"delivered_at": held.delivered_at} if held.delivered_at else {}),
-                    **({"enabled": False, "disabled_reason": held.disabled_reason} if held.disabled_reason else {}),
-                    **({"lease_owner": "", "lease_until": None} if held.released else {}),
-                }))
+                position = held.position
+                writes.rows.append(Row(
+                    pk, position.seq if position else None, position.digest if position else "",
+                    held.deployment_id, held.failing_since, held.failures, held.attempts_made, held.next_attempt_at,
+                    held.delivered_at, held.disabled_reason, held.released))
                 held.dirty = False
                 writes.changed.append(held)
             if held.released:
@@ -268,8 +263,8 @@ class Ledger:
         now, lease = timezone.now(), timedelta(seconds=settings.BOUNTY_WEBHOOKS_LEASE_SECONDS)
         lost: set[int] = set()
         with transaction.atomic():
-            for pk, values in writes.rows:
-                Endpoint.objects.filter(pk=pk, lease_owner=self.owner).update(**values)
+            if writes.rows:
+                _update_endpoints(self.owner, writes.rows)
             if writes.attempts:
                 DeliveryAttempt.objects.bulk_create(
                     [DeliveryAttempt(endpoint_id=attempt.endpoint, slot=attempt.number % ATTEMPTS_KEPT,
@@ -309,10 +304,52 @@ class Ledger:
         return self.take()
 
 
+class Row(NamedTuple):
+    """An endpoint's columns as a worker writes them."""
+
+    pk: int
+    position_seq: int | None
+    position_digest: str
+    deployment_id: int | None
+    failing_since: datetime | None
+    failures: int
+    attempts_made: int
+    next_attempt_at: datetime | None
+    delivered_at: datetime | None  # None: as it was
+    disabled_reason: str  # "": enabled as it was; else disabled, saying why
+    released: bool  # handed back: no worker holds it
+
+
+# One statement for every endpoint a write changes, sent as one batch (executemany): a worker
+# writes up to BOUNTY_WEBHOOKS_CONCURRENCY of them ten times a second, which the ORM's
+# statement per endpoint cannot keep up with. Only while this worker still holds the endpoint.
+_UPDATE = """
+UPDATE webhooks_endpoint SET position_seq = %s, position_digest = %s, deployment_id = %s, failing_since = %s,
+    failures = %s, attempts_made = %s, next_attempt_at = %s, delivered_at = COALESCE(%s, delivered_at),
+    enabled = CASE WHEN %s = '' THEN enabled ELSE %s END,
+    disabled_reason = CASE WHEN %s = '' THEN disabled_reason ELSE %s END,
+    lease_owner = CASE WHEN %s THEN '' ELSE lease_owner END,
+    lease_until = CASE WHEN %s THEN NULL ELSE lease_until END
+WHERE id = %s AND lease_owner = %s
+"""
+
+
+def _update_endpoints(owner: str, rows: list[Row]) -> None:
+    def moment(value: datetime | None) -> Any:
+        return connection.ops.adapt_datetimefield_value(value)
+
+    with connection.cursor() as cursor:
+        cursor.executemany(_UPDATE, [
+            (row.position_seq, row.position_digest, row.deployment_id, moment(row.failing_since), row.failures,
+             row.attempts_made, moment(row.next_attempt_at), moment(row.delivered_at), row.disabled_reason, False,
+             row.disabled_reason, row.disabled_reason, row.released, row.released, row.pk, owner)
+            for row in rows])
+
+
 @dataclass
 class Writes:
     attempts: list[Attempt]
-    rows: list[tuple[int, dict[str, Any]]]  # (pk, its columns)
+    rows: list[Row]
     kept: list[int]  # whose leases to renew
     changed: list[Held]
 
