@@ -7,17 +7,21 @@ from __future__ import annotations
 import json
 import signal
 import time
+from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.utils import timezone
 from standardwebhooks.webhooks import Webhook
 
+from indexer.changelog import prune_change_log
 from records.changes import MessageType
 from records.models import Deployment
 from records.selectors import changes_between, head_position
 from records.ws.feed import read_changes
 from tests.history import append_changes, replace_history, updates
 from tests.webhooks.conftest import ReceiverProcess, register, wait_until
+from webhooks import endpoints
 from webhooks.models import DeliveryAttempt, Endpoint
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -82,8 +86,6 @@ def test_a_failing_endpoint_is_sent_the_same_change_again_until_it_answers_and_d
 
 def test_410_gone_disables_an_endpoint_and_reenabled_it_goes_on_from_its_position(
         deployment: Deployment, receiver: ReceiverProcess, workers: Any) -> None:
-    from webhooks import endpoints
-
     endpoint = register(receiver.url("gone"))
     receiver.behave("gone", status=410)
     workers()
@@ -171,3 +173,21 @@ def test_two_workers_share_the_endpoints_and_never_send_one_endpoint_two_changes
     owners = set(DeliveryAttempt.objects.values_list("endpoint_id", flat=True))
     assert len(owners) == 12
     assert len(changes_between(deployment.pk, 1, 100, 100)) == 15
+
+
+def test_an_endpoint_behind_a_pruned_change_log_gets_resync_then_what_follows(
+        deployment: Deployment, receiver: ReceiverProcess, workers: Any) -> None:
+    endpoint = register(receiver.url("weeks"))
+    Endpoint.objects.filter(pk=endpoint.pk).update(enabled=False)  # down for weeks, disabled
+    append_changes(deployment, updates(1, 2, 3))
+    pruned = prune_change_log(timezone.now() + timedelta(seconds=1))  # everything but the newest goes
+    assert pruned[0].deleted == 2
+    workers()
+    endpoints.enable(Endpoint.objects.get(pk=endpoint.pk))
+    [resync] = [json.loads(body) for body in delivered_bodies(receiver, "weeks", 1)]
+    head = head_position(deployment.pk)
+    assert resync == {"type": "resync", "payload": {"reason": "pruned", "position": str(head)}, "seq": head.seq,
+                      "position": str(head)}
+    append_changes(deployment, updates(4))
+    after = json.loads(delivered_bodies(receiver, "weeks", 2)[1])
+    assert (after["seq"], after["payload"]["id"]) == (head.seq + 1, 4)
