@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from datetime import timedelta
+from functools import partial
 from typing import Any
 
 import pytest
@@ -23,6 +24,10 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 def attempts(endpoint: Endpoint) -> list[DeliveryAttempt]:
     return list(DeliveryAttempt.objects.filter(endpoint=endpoint).order_by("number"))
+
+
+def tried_at_least(endpoint: Endpoint, count: int) -> bool:
+    return len(attempts(endpoint)) >= count
 
 
 def time_passes(endpoint: Endpoint, hours: float = 0) -> None:
@@ -55,8 +60,8 @@ def test_a_receiver_down_for_an_hour_is_tried_again_with_the_same_id_then_gets_e
     receiver.kill()
     workers()
     append_changes(deployment, updates(1, 2, 3))
-    for hour_tries in range(1, 6):  # an hour of retries, their waits skipped
-        wait_until(lambda n=hour_tries: len(attempts(endpoint)) >= n, what=f"attempt {hour_tries}")
+    for tries in range(1, 6):  # an hour of retries, their waits skipped
+        wait_until(partial(tried_at_least, endpoint, tries), what=f"attempt {tries}")
         time_passes(endpoint, hours=0.2)
     tried = attempts(endpoint)
     assert {attempt.webhook_id for attempt in tried} == {tried[0].webhook_id}
