@@ -7,7 +7,9 @@ process that keeps running; and a re-index into a new database, the web process 
 Websocket clients resume with the positions they held before (one from before the backup or the
 lag, which both histories share, one from after it) and must end with exactly the records the
 service serves; a client whose position both histories share gets no snapshot; no request with an
-ETag from before is answered 304 for another body, nor with an old cached body."""
+ETag from before is answered 304 for another body, nor with an old cached body. A webhook endpoint
+registered before ends with them too: sent again what followed its position, or `resync` and the
+new history's changes."""
 
 from __future__ import annotations
 
@@ -28,11 +30,12 @@ import httpx
 import psycopg
 import pytest
 from django.db import connection
+from standardwebhooks.webhooks import Webhook
 from web3 import Web3
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
-from contracts.devchain import DevDeployment
+from contracts.devchain import DevDeployment, free_port
 from tests.chain import Chain
 from tests.contracts.scenario import board, make_bounty, make_dispute, make_submission, resolve
 from tests.faulty_proxy import FaultyProxy
@@ -40,6 +43,7 @@ from tests.indexer.conftest import process_env
 from tests.indexer.test_run_indexer_command import wait_until
 from tests.indexer.test_stopping import STOP_WITHIN
 from tests.servers import PROJECT_DIR, Server, ThrowawayPostgres, start_daphne, stop
+from tests.webhooks.conftest import WORKER_ENV, ReceiverProcess, register_in
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -66,6 +70,17 @@ def cluster(anvil_chain: tuple[Web3, DevDeployment], tmp_path_factory: pytest.Te
         yield server
 
 
+@pytest.fixture
+def hook_receiver() -> Iterator[ReceiverProcess]:
+    """A webhook receiver process (tests.webhooks.receiver)."""
+    process = ReceiverProcess(free_port())
+    process.start()
+    try:
+        yield process
+    finally:
+        process.kill()
+
+
 # ---------------------------------------------------------------------------- the service
 
 
@@ -79,6 +94,7 @@ class Service:
     extra: dict[str, str] = field(default_factory=dict)
     indexer: subprocess.Popen[bytes] | None = None
     web: Server | None = None
+    webhooks: subprocess.Popen[bytes] | None = None
 
     def env(self, **extra: str) -> dict[str, str]:
         return process_env(self.chain, DATABASE_URL=self.database_url, BOUNTY_INDEXER_POLL_MS="100",
@@ -97,11 +113,19 @@ class Service:
     def start_web(self) -> None:
         self.web = start_daphne(self.env())
 
+    def start_webhooks(self) -> None:
+        with (self.logs / "webhooks.log").open("ab") as log:
+            self.webhooks = subprocess.Popen([sys.executable, "manage.py", "run_webhooks"], cwd=PROJECT_DIR,
+                                             env=self.env(**WORKER_ENV), stdout=subprocess.DEVNULL, stderr=log)
+
     def start(self, **extra: str) -> None:
         self.start_indexer(**extra)
         self.start_web()
+        self.start_webhooks()
 
     def stop(self) -> None:
+        if self.webhooks is not None:
+            stop(self.webhooks)
         if self.indexer is not None:
             stop(self.indexer)
         if self.web is not None:
@@ -253,11 +277,59 @@ class Follower:
         return sum(message["type"] == "resync" for message in self.connections[connection_index])
 
 
+@dataclass
+class WebhookFollower:
+    """A webhook receiver as docs/api.md describes one (Webhooks): each delivery verified and
+    applied once by its `webhook-id`, in order; on `resync`, the records read anew from the lists."""
+
+    receiver: ReceiverProcess
+    secret: str
+    name: str = "history"
+    records: dict[tuple[str, int], dict[str, Any]] = field(default_factory=dict)
+    seq = 0
+    read = 0  # deliveries looked at so far
+    handled: set[str] = field(default_factory=set)
+    resyncs: list[dict[str, Any]] = field(default_factory=list)
+
+    @classmethod
+    def registered(cls, service: Service, receiver: ReceiverProcess) -> WebhookFollower:
+        """An endpoint registered now: it reads the records the service serves, then is sent what
+        changes after that."""
+        follower = cls(receiver, register_in(service.env(), receiver.url("history")))
+        follower.records, follower.seq = service.served(), service.head()
+        return follower
+
+    def take(self, service: Service) -> None:
+        deliveries = self.receiver.deliveries(self.name)
+        for delivery in deliveries[self.read:]:
+            self.read += 1
+            message = Webhook(self.secret).verify(delivery["body"], delivery["headers"])
+            if delivery["status"] != 200 or delivery["headers"]["webhook-id"] in self.handled:
+                continue
+            self.handled.add(delivery["headers"]["webhook-id"])
+            kind, _, change = message["type"].partition(".")
+            if message["type"] == "resync":
+                self.resyncs.append(message)
+                self.records = service.served()
+            elif change == "removed":
+                self.records.pop((kind, message["payload"]["id"]), None)
+            else:
+                self.records[kind, message["payload"]["id"]] = message["payload"]
+            self.seq = message["seq"]
+
+    def caught_up(self, service: Service) -> Callable[[], bool]:
+        def done() -> bool:
+            self.take(service)
+            return self.seq >= service.head()
+        return done
+
+
 def caught_up_with(service: Service, follower: Follower) -> Callable[[], bool]:
     return lambda: follower.seq >= service.head()
 
 
-def assert_holds_what_is_served(follower: Follower, served: dict[tuple[str, int], dict[str, Any]]) -> None:
+def assert_holds_what_is_served(follower: Follower | WebhookFollower,
+                                served: dict[tuple[str, int], dict[str, Any]]) -> None:
     """The follower holds exactly the served records, each as served (lists add counters)."""
     assert sorted(follower.records) == sorted(served)
     for key, payload in follower.records.items():
@@ -297,7 +369,8 @@ def more_changes_than(service: Service, chain: Chain, seq: int) -> None:
 
 @pytest.mark.parametrize("catch_up", ["change by change", "in bulk"])
 def test_clients_resume_exactly_after_a_backup_is_restored(chain: Chain, cluster: ThrowawayPostgres,
-                                                          tmp_path: Path, catch_up: str) -> None:
+                                                          tmp_path: Path, catch_up: str,
+                                                          hook_receiver: ReceiverProcess) -> None:
     # In bulk: the catch-up after the restore writes no entry per change, then one `resync`.
     extra = ({"BOUNTY_DEFER_INDEXES": "always", "BOUNTY_HEALTH_MAX_LAG_BLOCKS": "0"} if catch_up == "in bulk"
              else {"BOUNTY_DEFER_INDEXES": "never"})
@@ -307,6 +380,7 @@ def test_clients_resume_exactly_after_a_backup_is_restored(chain: Chain, cluster
         make_bounty(chain)
         make_bounty(chain)
         service.wait_caught_up()
+        hooked = WebhookFollower.registered(service, hook_receiver)
         before_the_backup = Follower()
         before_the_backup.follow(service.web, caught_up_with(service, before_the_backup))
 
@@ -328,6 +402,11 @@ def test_clients_resume_exactly_after_a_backup_is_restored(chain: Chain, cluster
         for follower in (before_the_backup, after_the_backup):
             follower.follow(service.web, caught_up_with(service, follower))
             assert_holds_what_is_served(follower, served)
+        # The endpoint went back with the backup to its position then, and is sent what followed
+        # again: the same changes (the same `webhook-id`s) change by change, or `resync` in bulk.
+        wait_until(hooked.caught_up(service), timeout=60)
+        assert_holds_what_is_served(hooked, served)
+        assert len(hooked.resyncs) == (1 if catch_up == "in bulk" else 0)
         # Its position both histories share: no snapshot; in bulk, the `resync` and its snapshot.
         assert not before_the_backup.snapshot_on_connect()
         assert before_the_backup.resyncs() == (1 if catch_up == "in bulk" else 0)
@@ -410,14 +489,15 @@ def test_clients_resume_exactly_after_a_lagging_standby_is_promoted(chain: Chain
 # ---------------------------------------------------------------------------- re-indexing and switching over
 
 
-def test_clients_resume_exactly_after_a_reindex_and_a_switch_over(chain: Chain, cluster: ThrowawayPostgres,
-                                                                 tmp_path: Path) -> None:
+def test_clients_resume_exactly_after_a_reindex_and_a_switch_over(
+        chain: Chain, cluster: ThrowawayPostgres, tmp_path: Path, hook_receiver: ReceiverProcess) -> None:
     with running(chain, tmp_path / "old", cluster.create_database("bounty", template=TEMPLATE)) as old:
         old.start()
         assert old.web is not None
         make_bounty(chain)
         make_bounty(chain)
         old.wait_caught_up()
+        hooked = WebhookFollower.registered(old, hook_receiver)
         early = Follower()
         early.follow(old.web, caught_up_with(old, early))
         some_changes(chain)
@@ -434,7 +514,8 @@ def test_clients_resume_exactly_after_a_reindex_and_a_switch_over(chain: Chain, 
             new.start()
             new.wait_caught_up(90)
             copied = subprocess.run([sys.executable, "manage.py", "dumpdata", "--natural-foreign", "--natural-primary",
-                                     "auth.user", "records.moderatornote", "-o", str(tmp_path / "own.json")],
+                                     "auth.user", "records.moderatornote", "webhooks.endpoint",
+                                     "-o", str(tmp_path / "own.json")],
                                     cwd=PROJECT_DIR, env=old.env(), capture_output=True, text=True, timeout=60)
             assert copied.returncode == 0, copied.stderr
             loaded = subprocess.run([sys.executable, "manage.py", "loaddata", str(tmp_path / "own.json")],
@@ -449,4 +530,8 @@ def test_clients_resume_exactly_after_a_reindex_and_a_switch_over(chain: Chain, 
                 follower.follow(new.web, caught_up_with(new, follower))
                 assert_holds_what_is_served(follower, served)
                 assert follower.snapshot_on_connect()  # nothing of the old history is the new one's
+            # The endpoint, copied with its position in the old history: `resync`, then the new one's.
+            wait_until(hooked.caught_up(new), timeout=60)
+            assert_holds_what_is_served(hooked, served)
+            assert [message["payload"]["reason"] for message in hooked.resyncs] == ["history_changed"]
             assert_no_tag_crosses(new, tags)

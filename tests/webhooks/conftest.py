@@ -140,3 +140,18 @@ def register(url: str, **fields: Any) -> Endpoint:
     assert endpoint.position_seq is not None, "no active deployment: use the `deployment` fixture"
     endpoint.save()
     return endpoint
+
+
+def manage(env: dict[str, str], *arguments: str) -> str:
+    """`manage.py` with `arguments` in `env`; what it printed."""
+    done = subprocess.run([sys.executable, "manage.py", *arguments], cwd=PROJECT_DIR, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def register_in(env: dict[str, str], url: str) -> str:
+    """Registers an endpoint as the admin does, in the database of `env` (another than the
+    test's); its secret."""
+    return manage(env, "shell", "-c", "from webhooks.endpoints import start\nfrom webhooks.models import Endpoint\n"
+                  f"e = Endpoint(url={url!r})\nstart(e)\ne.save()\nprint(e.secret)").split()[-1]

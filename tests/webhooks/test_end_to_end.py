@@ -21,7 +21,7 @@ from tests.chain import Chain
 from tests.indexer.conftest import process_env
 from tests.indexer.test_run_indexer_command import start as start_indexer
 from tests.servers import PROJECT_DIR, ThrowawayPostgres, ThrowawayRedis, start_daphne, stop
-from tests.webhooks.conftest import WORKER_ENV, ReceiverProcess, wait_until
+from tests.webhooks.conftest import WORKER_ENV, ReceiverProcess, manage, register_in, wait_until
 
 KINDS = {"bounty": "bounties", "submission": "submissions", "dispute": "disputes"}
 
@@ -30,19 +30,6 @@ KINDS = {"bounty": "bounties", "submission": "submissions", "dispute": "disputes
 def database() -> Iterator[ThrowawayPostgres]:
     with ThrowawayPostgres() as server:
         yield server
-
-
-def manage(env: dict[str, str], *arguments: str) -> str:
-    done = subprocess.run([sys.executable, "manage.py", *arguments], cwd=PROJECT_DIR, env=env, capture_output=True,
-                          text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    return done.stdout
-
-
-def register(env: dict[str, str], url: str) -> str:
-    """Registers an endpoint as the admin does, in the service's database; its secret."""
-    return manage(env, "shell", "-c", "from webhooks.endpoints import start\nfrom webhooks.models import Endpoint\n"
-                  f"e = Endpoint(url={url!r})\nstart(e)\ne.save()\nprint(e.secret)").split()[-1]
 
 
 def folded(receiver: ReceiverProcess, name: str, secret: str) -> dict[str, dict[int, dict[str, Any]]]:
@@ -95,7 +82,7 @@ def test_a_folding_receiver_ends_with_the_records_served_through_redis_away_post
         try:
             wait_until(lambda: httpx.get(server.http("/health")).json().get("indexer", {}).get("running"),
                        timeout=60, what="the indexer running")
-            secret = register(env, receiver.url("fold"))
+            secret = register_in(env, receiver.url("fold"))
             first = worker()
             demo = _Demo(chain.w3, chain.deployment)
             bounty = demo.create_bounty(demo.actors.poster, "before anything goes wrong", 10, 3600)
