@@ -6,11 +6,18 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import threading
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
 from django.test import Client
+from standardwebhooks.webhooks import Webhook
 
 from records.models import Deployment
 from tests.history import append_changes, updates
@@ -122,3 +129,49 @@ def test_a_redirect_is_not_followed(deployment: Deployment, receiver: ReceiverPr
     assert attempt.status == 307
     assert attempt.outcome == "redirect to 127.0.0.1 not followed: change the endpoint's URL"
     assert receiver.deliveries("elsewhere") == []
+
+
+@contextmanager
+def egress_proxy(receiver: ReceiverProcess) -> Iterator[list[str]]:
+    """An HTTP forward proxy on loopback that passes POSTs in absolute form on to the receiver,
+    headers and all, whatever host they name (the operator's fence). Yields a list: its URL, then
+    each URL it forwarded."""
+    forwarded: list[str] = []
+
+    class Forward(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            forwarded.append(self.path)
+            target = f"http://127.0.0.1:{receiver.port}{urllib.parse.urlsplit(self.path).path}"
+            headers = {name: value for name, value in self.headers.items() if name.lower() != "host"}
+            request = urllib.request.Request(target, data=body, headers=headers)
+            with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(request, timeout=10) as answer:
+                content, status = answer.read(), answer.status
+            self.send_response(status)
+            self.send_header("Content-Length", str(len(content)))
+            self.end_headers()
+            self.wfile.write(content)
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Forward)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        forwarded.insert(0, f"http://127.0.0.1:{server.server_address[1]}")
+        yield forwarded
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_through_the_environments_proxy_the_worker_connects_only_to_the_proxy(
+        deployment: Deployment, receiver: ReceiverProcess, workers: Any) -> None:
+    with egress_proxy(receiver) as proxy:
+        endpoint = register("http://hooks.example.org/hook/proxied")  # a name only the proxy reaches
+        workers(HTTP_PROXY=proxy[0], NO_PROXY="", BOUNTY_WEBHOOKS_ALLOWED_NETWORKS="")  # loopback refused direct
+        append_changes(deployment, updates(1))
+        [delivery] = wait_until(lambda: receiver.deliveries("proxied"), what="a delivery through the proxy")
+        assert proxy[1:] == ["http://hooks.example.org/hook/proxied"]
+        assert Webhook(endpoint.secret).verify(delivery["body"], delivery["headers"])["payload"] == {"id": 1}
