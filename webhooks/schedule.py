@@ -1,5 +1,5 @@
 """When a failed delivery is tried again: exponential backoff with jitter, from FIRST_DELAY
-doubling to at most MAX_DELAY, so that an endpoint failing for a day has been tried about 30
+doubling to at most MAX_DELAY, so that an endpoint failing for a day has been tried 30 to 45
 times (and is then disabled: BOUNTY_WEBHOOKS_DISABLE_AFTER_HOURS). A receiver's Retry-After
 wins when it asks for longer, up to BOUNTY_WEBHOOKS_MAX_RETRY_AFTER_SECONDS."""
 

@@ -172,7 +172,7 @@ class Held:
     failing_since: datetime | None
     failures: int
     attempts_made: int
-    leased_at: float = field(default_factory=time.monotonic)
+    renewed: float = field(default_factory=time.monotonic)  # when its lease was last renewed (monotonic)
     dirty: bool = False
     released: bool = False
     next_attempt_at: datetime | None = None
@@ -180,6 +180,12 @@ class Held:
     disabled_reason: str = ""
     lost: bool = False  # its lease was taken back
     task: asyncio.Task[None] | None = None
+
+    def lease_lasts(self) -> bool:
+        """Whether its lease surely outlasts one more delivery: past it, another worker may take
+        the endpoint (a margin of a second for the clocks)."""
+        left = settings.BOUNTY_WEBHOOKS_LEASE_SECONDS - (time.monotonic() - self.renewed)
+        return left > settings.BOUNTY_WEBHOOKS_TIMEOUT_SECONDS + 1
 
 
 @dataclass(frozen=True)
@@ -290,6 +296,13 @@ class Ledger:
         for held in writes.changed:
             held.dirty = True
             self.held.setdefault(held.pk, held)
+
+    def renewed(self, writes: Writes, at: float) -> None:
+        """The leases of `writes.kept` were renewed at `at` (or before)."""
+        for pk in writes.kept:
+            held = self.held.get(pk)
+            if held is not None:
+                held.renewed = at
 
     def drop(self, lost: set[int]) -> None:
         """Stops serving the endpoints whose lease was taken back (on the event loop)."""
@@ -473,8 +486,10 @@ class Worker:
 
     async def flush(self) -> None:
         writes = self.ledger.take()
+        started = time.monotonic()
         try:
             self.ledger.drop(await self._in_db(self.ledger.write, writes))
+            self.ledger.renewed(writes, started)
         except DatabaseError as error:  # written again at the next flush
             self.ledger.restore(writes)
             self._database_down(error)
@@ -483,8 +498,6 @@ class Worker:
         """Sends the endpoint its changes until it is at the head, fails, or its lease runs short."""
         try:
             while not stop.is_set() and self._head is not None:
-                if time.monotonic() - held.leased_at > settings.BOUNTY_WEBHOOKS_LEASE_SECONDS / 2:
-                    break  # handed back: claimed again at once with a fresh lease
                 events = await self._events_for(held)
                 if not events:
                     break
@@ -493,6 +506,8 @@ class Worker:
                         held.position = event.after
                         held.dirty = True
                         continue
+                    if not held.lease_lasts():  # its renewals fail (the database is away): let it go
+                        return
                     if not await self._deliver(held, event, sender):
                         return
         finally:

@@ -35,7 +35,7 @@ WORKER_ENV = {
 }
 
 
-def wait_until(condition: Callable[[], Any], timeout: float = 20, what: str = "the condition") -> Any:
+def wait_until(condition: Callable[[], Any], timeout: float = 30, what: str = "the condition") -> Any:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if result := condition():
