@@ -286,7 +286,7 @@ BOUNTY_WEBHOOKS_TIMEOUT_SECONDS = env_int("BOUNTY_WEBHOOKS_TIMEOUT_SECONDS", 10,
 BOUNTY_WEBHOOKS_MAX_RESPONSE_BYTES = env_int("BOUNTY_WEBHOOKS_MAX_RESPONSE_BYTES", 65_536, minimum=256,
                                              maximum=16 * 1024**2)
 # Endpoints one worker delivers to at once (each one change at a time, in order).
-BOUNTY_WEBHOOKS_CONCURRENCY = env_int("BOUNTY_WEBHOOKS_CONCURRENCY", 256, minimum=1, maximum=10_000)
+BOUNTY_WEBHOOKS_CONCURRENCY = env_int("BOUNTY_WEBHOOKS_CONCURRENCY", 1_000, minimum=1, maximum=10_000)
 # A receiver's Retry-After is honoured up to this; an endpoint failing this long is disabled.
 BOUNTY_WEBHOOKS_MAX_RETRY_AFTER_SECONDS = env_int("BOUNTY_WEBHOOKS_MAX_RETRY_AFTER_SECONDS", 3_600, minimum=1)
 BOUNTY_WEBHOOKS_DISABLE_AFTER_HOURS = env_int("BOUNTY_WEBHOOKS_DISABLE_AFTER_HOURS", 24, minimum=1)

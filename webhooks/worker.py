@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import os
 import socket
 import time
@@ -62,6 +63,7 @@ T = TypeVar("T")
 
 FLUSH_SECONDS = 0.1  # between two writes of positions, attempts and leases
 BEAT_SECONDS = 5.0  # between two heartbeats (and observations of every endpoint's backlog)
+LINGER_SECONDS = 5.0  # an endpoint at the head is held this long for the next change
 WINDOW = 10_000  # the newest changes held in memory for every endpoint
 READ_CHUNK = 500  # changes read at once for one endpoint behind the window
 
@@ -205,11 +207,17 @@ class Ledger:
     def __init__(self, owner: str) -> None:
         self.owner = owner
         self.held: dict[int, Held] = {}
+        self.share = 0  # counted at the first beat (count_share)
         self._attempts: list[Attempt] = []
 
     def claim(self, deployment_id: int, head: Position, room: int, holding: set[int]) -> list[Held]:
-        """Leases up to `room` endpoints that have changes to be sent, are due, and no worker holds."""
+        """Leases up to `room` endpoints that have changes to be sent, are due, and no worker holds,
+        and no more than this worker's share of the enabled endpoints (divided among the workers
+        seen lately), so that the workers share them."""
         now = timezone.now()
+        room = min(room, self.share - len(holding))
+        if room <= 0:
+            return []
         at_head = Q(deployment_id=deployment_id, position_seq=head.seq, position_digest=head.digest)
         with transaction.atomic():
             rows = list(Endpoint.objects.select_for_update(skip_locked=True)
@@ -232,6 +240,12 @@ class Ledger:
                         position, row.deployment_id, row.failing_since, row.failures, row.attempts_made)
             claimed.append(held)
         return claimed
+
+    def count_share(self, now: datetime) -> None:
+        """This worker's share of the enabled endpoints: as many as each of the workers seen lately."""
+        others = (WorkerBeat.objects.filter(last_seen__gte=now - timedelta(seconds=3 * BEAT_SECONDS))
+                  .exclude(name=self.owner).count())
+        self.share = max(1, math.ceil(Endpoint.objects.filter(enabled=True).count() / (others + 1)))
 
     def attempted(self, held: Held, webhook_id: str, event: Event, at: datetime, outcome: Outcome) -> None:
         self._attempts.append(Attempt(held.pk, held.attempts_made, webhook_id, event.type,
@@ -389,6 +403,8 @@ class Worker:
         self._wake = asyncio.Event()
         self._tasks: set[asyncio.Task[None]] = set()
         self._head: tuple[int, Position] | None = None
+        self._head_moved = asyncio.Event()
+        self._others_wait = False  # the last claim filled every place: endpoints may wait for one
         self._database_down_since: float | None = None
 
     async def _in_db(self, call: Callable[..., T], *args: Any) -> T:
@@ -410,11 +426,16 @@ class Worker:
         flusher = asyncio.create_task(self._flush_every(stop))
         try:
             while not stop.is_set():
+                if not self.ledger.share:  # the first beat, which counts this worker's share
+                    try:
+                        await self._in_db(self._beat)
+                    except DatabaseError as error:
+                        self._database_down(error)
+                self._wake.clear()  # a wake during the round is kept for the next
                 try:
                     await self._round(sender, stop)
                 except DatabaseError as error:
                     self._database_down(error)
-                self._wake.clear()
                 waiting = asyncio.create_task(self._wake.wait())
                 stopping = asyncio.create_task(stop.wait())
                 await asyncio.wait({waiting, stopping}, timeout=self.poll_seconds,
@@ -448,19 +469,29 @@ class Worker:
             self._database_down_since = None
         if head is None:
             return
-        self._head = head
         deployment_id, position = head
         await self._in_db(self.window.refresh, deployment_id, position)
+        if head != self._head:
+            self._head = head
+            self._head_moved.set()  # the endpoints waiting at the old head go on
+            self._head_moved = asyncio.Event()
         METRICS.window_seq.set(position.seq)
         room = self.concurrency - len(self._tasks)
         if room <= 0:
+            self._others_wait = True  # as far as this worker knows: it claims no more
             return
         claimed = await self._in_db(self.ledger.claim, deployment_id, position, room, set(self.ledger.held))
+        self._others_wait = len(claimed) == room
         self.ledger.hold(claimed)
         for held in claimed:
             task = held.task = asyncio.create_task(self._serve(held, sender, stop))
             self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            task.add_done_callback(self._ended)
+
+    def _ended(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if self._others_wait:
+            self._wake.set()  # a place for an endpoint that waits: claim again
 
     async def _flush_every(self, stop: asyncio.Event) -> None:
         last_beat = 0.0
@@ -481,6 +512,7 @@ class Worker:
                                             defaults={"last_seen": now}, create_defaults={"last_seen": now,
                                                                                          "started_at": now})
         METRICS.beat()
+        self.ledger.count_share(now)
         if self._head is not None:
             observe_endpoints(*self._head, now)
 
@@ -500,7 +532,15 @@ class Worker:
             while not stop.is_set() and self._head is not None:
                 events = await self._events_for(held)
                 if not events:
-                    break
+                    # At the head: it waits here for the next change while no other endpoint
+                    # waits for a place (claiming and handing back every endpoint at every change
+                    # would cost the database more than the deliveries), and is handed back after
+                    # LINGER_SECONDS without one, at once when others wait, or when this worker
+                    # holds more than its share (another worker started).
+                    if (self._others_wait or len(self.ledger.held) > self.ledger.share
+                            or not await self._next_change(LINGER_SECONDS)):
+                        break
+                    continue
                 for event in events:
                     if event.type != MessageType.RESYNC and not wants(held, event):
                         held.position = event.after
@@ -512,6 +552,15 @@ class Worker:
                         return
         finally:
             held.released = True
+
+    async def _next_change(self, seconds: float) -> bool:
+        """Whether the head moved within `seconds`."""
+        try:
+            async with asyncio.timeout(seconds):
+                await self._head_moved.wait()
+        except TimeoutError:
+            return False
+        return True
 
     async def _events_for(self, held: Held) -> list[Event]:
         assert self._head is not None
