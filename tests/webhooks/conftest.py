@@ -58,6 +58,8 @@ class ReceiverProcess:
     def kill(self) -> None:
         assert self.process is not None
         kill(self.process)
+        if self.process.stdout is not None:
+            self.process.stdout.close()
 
     def url(self, name: str) -> str:
         return f"http://127.0.0.1:{self.port}/hook/{name}"
@@ -96,7 +98,7 @@ def receiver() -> Iterator[ReceiverProcess]:
         yield process
     finally:
         if process.process is not None:
-            kill(process.process)
+            process.kill()
 
 
 @dataclass
