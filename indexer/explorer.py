@@ -17,6 +17,11 @@ which blocks hold the contract's record events, and asks the node only about tho
   read by range as without it. Blocks it stored without their logs yet (an explorer catching up)
   are taken as empty there too, and it is the proof that finds them.
 
+A range the explorer refuses or times out on is split in two, at most SPLITS times over, and the
+ranges asked after it are no wider than the half of the one it failed on (`ExplorerGuide.span`),
+for the rest of the process: a catch-up step that begins again (after a reorganisation, a node
+behind) does not pay its timeouts again.
+
 An explorer that is down, limits the rate, asks for a pause past the ceiling (Retry-After:
 WaitTooLong), times out on every split of a range, answers malformed or names a block the node
 contradicts costs speed only: it is set aside for the rest of the
@@ -58,6 +63,11 @@ class ExplorerGuide:
         self.node = node
         self.address = address.lower()
         self.set_aside_because: str | None = None  # None: in use
+        # The blocks an eth_getLogs asks at most, once the explorer refused or timed out on wider
+        # ranges (the half of the range it failed on); None: any. Kept for the rest of the process,
+        # as the node's range cap is: each catch-up step (a new one after a reorganisation or a
+        # node behind, a restart of the reader) asked the ranges it had failed on again.
+        self.span: int | None = None
 
     @property
     def in_use(self) -> bool:
@@ -166,6 +176,9 @@ class ExplorerGuide:
             first, last, splits = ranges.pop(0)
             if first > last:
                 continue
+            if self.span is not None and last - first + 1 > self.span:  # no wider than it answered
+                ranges[:0] = [(first, first + self.span - 1, splits), (first + self.span, last, splits)]
+                continue
             try:
                 yield from self._pages(first, last)
             except _Refused as refused:
@@ -173,6 +186,8 @@ class ExplorerGuide:
                     raise ExplorerSetAside(f"eth_getLogs for blocks {refused.first}-{last} failed even split "
                                            f"{splits} times: {refused.cause}") from None
                 middle = (refused.first + last) // 2
+                half = middle - refused.first + 1
+                self.span = half if self.span is None else min(self.span, half)
                 ranges[:0] = [(refused.first, middle, splits + 1), (middle + 1, last, splits + 1)]
 
     def _pages(self, first: int, last: int) -> Iterator[tuple[int, dict[int, str]]]:

@@ -22,7 +22,16 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from indexer.errors import BatchTooLarge, ChainChanged, IndexerError, RangeTooLarge, RetriesExhausted, RpcError, Stopped
+from indexer.errors import (
+    BatchTooLarge,
+    ChainChanged,
+    IndexerError,
+    NodeBehind,
+    RangeTooLarge,
+    RetriesExhausted,
+    RpcError,
+    Stopped,
+)
 from indexer.events import RECORD_EVENT_TOPICS, RecordEvent, UndecodableLog, decode_log
 from indexer.explorer import ExplorerGuide
 from indexer.refusals import RefusalKind
@@ -373,7 +382,7 @@ class BatchReader:
             self._last_read is not None and self._last_read[0] == parent_number else None
         asked = {n for n in numbers if n not in stamped} | \
             ({parent_number} if parent_number is not None and known is None else set())
-        headers = self._headers(sorted(asked))
+        headers = self._headers(sorted(asked), head)
         if headers is None:
             raise ChainChanged(f"blocks {first}-{last} changed while being read (a reorganisation)")
         headers.update({n: stamped[n] for n in numbers if n not in headers})
@@ -419,10 +428,18 @@ class BatchReader:
         events.sort(key=lambda e: (e.log.block_number, e.log.log_index))
         return events
 
-    def _headers(self, numbers: list[int]) -> dict[int, dict[str, Any]] | None:
-        """The headers of these blocks; None when the node lacks one (a reorganisation under way)."""
+    def _headers(self, numbers: list[int], head: int) -> dict[int, dict[str, Any]] | None:
+        """The headers of these blocks; None when the node lacks one near its head (a reorganisation
+        under way). One it lacks STAMPED_DEPTH or more below `head`, where no reorganisation is
+        expected, is a node behind (NodeBehind: a backend behind the others, or one that lost
+        blocks), waited for as one: taken for a reorganisation, it had the same batch read again at
+        once, step after step, for as long as the node lacked it."""
         answers = self.rpc.batch([("eth_getBlockByNumber", [hex(n), False]) for n in numbers])
-        if not all(isinstance(header, dict) for header in answers):
+        lacking = [number for number, header in zip(numbers, answers, strict=True) if not isinstance(header, dict)]
+        if lacking and lacking[0] <= head - STAMPED_DEPTH:
+            raise NodeBehind(f"the node at {self.rpc.node} lacks block {lacking[0]}, {head - lacking[0]} blocks "
+                             f"below the head it gave ({head}): no reorganisation goes that deep")
+        if lacking:
             return None
         for number, header in zip(numbers, answers, strict=True):
             if header.get("number") not in (None, hex(number)):
