@@ -18,7 +18,7 @@ which blocks hold the contract's record events, and asks the node only about tho
   are taken as empty there too, and it is the proof that finds them.
 
 A range the explorer refuses or times out on is split in two, at most SPLITS times over, and the
-ranges asked after it are no wider than the half of the one it failed on (`ExplorerGuide.span`),
+ranges asked after it are no wider than the half of the one it failed on (the guide's `span`),
 for the rest of the process: a catch-up step that begins again (after a reorganisation, a node
 behind) does not pay its timeouts again.
 

@@ -20,7 +20,7 @@ from tests.factories import ACTIVE_CONTRACT, bump_version
 # overview's parts (O). A body not cached is read in one snapshot with the data version it is
 # cached and tagged under: V again, first in it (records.api.caching).
 COUNTS: list[tuple[str, int, int, int | None]] = [
-    ("/health", 5, 5, None),                 # SELECT 1, Q, its sync state, index state, processes; no tag
+    ("/health", 7, 7, None),                 # SELECT 1, Q, its sync state, index state, processes, webhooks (2)
     ("/bounties", 4, 1, 1),                               # V, then V I R in the spool's read | V | V
     ("/bounties?limit=2", 6, 1, 1),                       # V, V I R T T in the body's snapshot | V
     ("/bounties?q=&sort=submissions", 4, 1, 1),         # V, V I R: a short page is its own total
