@@ -409,7 +409,10 @@ class LiveFeed:
         self._wake.set()
 
     async def _listen(self) -> None:
-        """Wakes the feed on each indexer commit announced on the channel layer."""
+        """Wakes the feed on each indexer commit announced on the channel layer. Cancelled, it ends
+        even where the Redis call under way swallowed the cancellation and fails later on its own
+        (seen when an event loop closes with the feed's tasks): a task still asked to stop is not
+        taken for a Redis outage and retried for ever."""
         layer = get_channel_layer()
         if layer is None:
             return
@@ -426,14 +429,24 @@ class LiveFeed:
                         self._announce(message)
                     except TimeoutError:
                         pass
+                    _stop_if_cancelled()
             except FAILURES as error:  # Redis is away: the poll alone carries the feed meanwhile
+                _stop_if_cancelled()
                 self.listening = False
                 REDIS.record(error)
                 await asyncio.sleep(RETRY_SECONDS)
             except Exception:
+                _stop_if_cancelled()
                 self.listening = False
                 logger.exception("the websocket feed lost the channel layer; polling meanwhile")
                 await asyncio.sleep(RETRY_SECONDS)
+
+
+def _stop_if_cancelled() -> None:
+    """Raises CancelledError in a task asked to stop whose cancellation a call swallowed."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
 
 
 _feed: LiveFeed | None = None

@@ -2,7 +2,8 @@
 the feed is finding its deployment and position (its stream cancelled between the two reads)
 leaves the feed serving every client after it; a client whose snapshot came before the first
 change resumes from the genesis with every change; the first change, committed while the feed
-reads at the genesis, is read, not taken for another history."""
+reads at the genesis, is read, not taken for another history; a feed cancelled while Redis swallows
+the cancellation still ends."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from typing import Any
 
 import orjson
 import pytest
+import redis
 from asgiref.sync import async_to_sync, sync_to_async
 from channels.db import database_sync_to_async
 
@@ -119,3 +121,47 @@ def test_a_feed_whose_replicas_are_all_set_aside_reads_the_primary_on_its_poll(m
         return live.cursor.seq, outbox.queued
 
     assert asyncio.run(scenario()) == (1, 1)
+
+
+class SwallowingLayer:
+    """A channel layer whose first receive, cancelled, fails later as a Redis read that timed out:
+    what the listener met when an event loop closed with the feed's tasks (the loop then waited
+    for ever). Later receives wait until cancelled."""
+
+    def __init__(self) -> None:
+        self.receiving = asyncio.Event()
+        self.receives = 0
+
+    async def new_channel(self) -> str:
+        return "specific.feed!1"
+
+    async def group_add(self, group: str, channel: str) -> None:
+        pass
+
+    async def receive(self, channel: str) -> dict[str, Any]:
+        self.receives += 1
+        self.receiving.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            if self.receives > 1:
+                raise
+        await asyncio.sleep(0.05)
+        raise redis.exceptions.TimeoutError("Timeout reading from 127.0.0.1:6379")
+
+
+def test_a_feed_listener_cancelled_while_redis_swallows_the_cancellation_ends(monkeypatch: pytest.MonkeyPatch) -> None:
+    layer = SwallowingLayer()
+    monkeypatch.setattr(feed, "get_channel_layer", lambda: layer)
+
+    async def scenario() -> bool:
+        live = feed.LiveFeed()
+        listener = asyncio.create_task(live._listen())
+        await asyncio.wait_for(layer.receiving.wait(), 5)
+        assert live.listening
+        listener.cancel()
+        await asyncio.wait({listener}, timeout=1)  # a Redis outage would be retried after RETRY_SECONDS (2 s)
+        return listener.cancelled()  # before asyncio.run cancels what is left
+
+    assert asyncio.run(scenario())
+    assert layer.receives == 1
