@@ -1,7 +1,7 @@
 """Run by tests/docs/test_read_hops.py in a process of its own: a `GET /bounties/<id>` and a
 websocket snapshot through the service's ASGI application (bountysite.asgi, as daphne runs it),
-with every thread's calls watched from the start; prints, as JSON, the modules of ours that each
-read called, in the order first called."""
+with every thread's calls watched (the main thread's from the first read on); prints, as JSON, the
+modules of ours that each read called, in the order first called."""
 
 from __future__ import annotations
 
@@ -52,7 +52,9 @@ async def snapshot(application: Any) -> str:
 
 
 def main() -> None:
-    sys.setprofile(watch)
+    # Every thread started from here on is watched from its start (a thread cannot be watched
+    # later); this one from the first read on: what loading the service and its first request
+    # call is no read's, and watching it took most of the run.
     threading.setprofile(watch)
     import django
 
@@ -61,7 +63,8 @@ def main() -> None:
 
     bounty = sys.argv[1]
     asyncio.run(get(application, "/health", b""))  # Django loads its URLs and views on a first request
-    called.clear()  # what starting the process calls is no read's
+    called.clear()  # what the threads called while the process started is no read's
+    sys.setprofile(watch)
     status = asyncio.run(get(application, f"/bounties/{bounty}", b""))
     assert status == 200, status
     get_modules = list(called)
