@@ -15,8 +15,9 @@ change log, in order, each change until it answers 2xx (docs/api.md, Webhooks).
 - **When it fails**: the endpoint waits (webhooks.schedule) and is sent the same change again,
   with the same `webhook-id`; `410 Gone` or failing longer than BOUNTY_WEBHOOKS_DISABLE_AFTER_HOURS
   disables it (staff are told: webhooks.notices). Its position stays where it was.
-- **What is written**: positions, attempts and leases are written together every FLUSH_SECONDS
-  (`Ledger`), so a worker stopped between two flushes sends those changes again: at least once.
+- **What is written**: positions and attempts are written together every FLUSH_SECONDS, the
+  leases renewed every RENEW_SECONDS (`Ledger`), so a worker stopped between two flushes sends
+  those changes again: at least once.
 """
 
 from __future__ import annotations
@@ -54,14 +55,18 @@ from records.ws.messages import LiveMessage, encode
 from webhooks import notices, schedule
 from webhooks.delivery import Outcome, Request, Sender
 from webhooks.metrics import METRICS
-from webhooks.models import ATTEMPTS_KEPT, RESPONSE_HEAD_CHARS, DeliveryAttempt, Endpoint, WorkerBeat
+from webhooks.models import ATTEMPTS_KEPT, RESPONSE_HEAD_CHARS, Endpoint, WorkerBeat
 from webhooks.selection import wants
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-FLUSH_SECONDS = 0.1  # between two writes of positions, attempts and leases
+FLUSH_SECONDS = 0.1  # between two writes of positions and attempts
+# Between two renewals of the leases held (each lasts BOUNTY_WEBHOOKS_LEASE_SECONDS): often enough
+# that an endpoint staff take back (webhooks.endpoints.TAKE_BACK_SECONDS) is dropped well before
+# another worker may claim it, not so often that renewing every held row is most of the writing.
+RENEW_SECONDS = 0.5
 BEAT_SECONDS = 5.0  # between two heartbeats (and observations of every endpoint's backlog)
 LINGER_SECONDS = 5.0  # an endpoint at the head is held this long for the next change
 WINDOW = 10_000  # the newest changes held in memory for every endpoint
@@ -209,6 +214,7 @@ class Ledger:
         self.held: dict[int, Held] = {}
         self.share = 0  # counted at the first beat (count_share)
         self._attempts: list[Attempt] = []
+        self._renewed = 0.0  # when the leases were last renewed (monotonic)
 
     def claim(self, deployment_id: int, head: Position, room: int, holding: set[int]) -> list[Held]:
         """Leases up to `room` endpoints that have changes to be sent, are due, and no worker holds,
@@ -259,9 +265,11 @@ class Ledger:
 
     def take(self) -> Writes:
         """What to write (on the event loop, so that no endpoint changes while it is copied):
-        the endpoints changed since the last take, the attempts, and the leases to renew."""
+        the endpoints changed since the last take, the attempts, and the leases to renew (every
+        RENEW_SECONDS)."""
         writes = Writes(self._attempts, [], [], [])
         self._attempts = []
+        renew = time.monotonic() - self._renewed >= RENEW_SECONDS
         for pk, held in list(self.held.items()):
             if held.dirty or held.released:
                 position = held.position
@@ -273,7 +281,7 @@ class Ledger:
                 writes.changed.append(held)
             if held.released:
                 del self.held[pk]
-            else:
+            elif renew:
                 writes.kept.append(pk)
         return writes
 
@@ -286,22 +294,12 @@ class Ledger:
             if writes.rows:
                 _update_endpoints(self.owner, writes.rows)
             if writes.attempts:
-                DeliveryAttempt.objects.bulk_create(
-                    [DeliveryAttempt(endpoint_id=attempt.endpoint, slot=attempt.number % ATTEMPTS_KEPT,
-                                     number=attempt.number, webhook_id=attempt.webhook_id, type=attempt.type,
-                                     seq=attempt.seq, at=attempt.at, status=attempt.outcome.status,
-                                     latency_ms=round(attempt.outcome.latency * 1000),
-                                     outcome=attempt.outcome.outcome[:300],
-                                     response_head=attempt.outcome.response_head[:RESPONSE_HEAD_CHARS])
-                     for attempt in _newest_per_slot(writes.attempts)],
-                    update_conflicts=True, unique_fields=["endpoint", "slot"],
-                    update_fields=["number", "webhook_id", "type", "seq", "at", "status", "latency_ms", "outcome",
-                                   "response_head"])
+                _record_attempts(_newest_per_slot(writes.attempts))
             if writes.kept:
-                still = set(Endpoint.objects.filter(pk__in=writes.kept, lease_owner=self.owner)
-                            .values_list("pk", flat=True))
-                Endpoint.objects.filter(pk__in=still).update(lease_until=now + lease)
-                lost = set(writes.kept) - still
+                with connection.cursor() as cursor:
+                    cursor.execute(_RENEW.format(held=", ".join(["%s"] * len(writes.kept))),
+                                   [moment(now + lease), self.owner, *writes.kept])
+                    lost = set(writes.kept) - {pk for (pk,) in cursor.fetchall()}
         return lost
 
     def restore(self, writes: Writes) -> None:
@@ -313,6 +311,8 @@ class Ledger:
 
     def renewed(self, writes: Writes, at: float) -> None:
         """The leases of `writes.kept` were renewed at `at` (or before)."""
+        if writes.kept:
+            self._renewed = at
         for pk in writes.kept:
             held = self.held.get(pk)
             if held is not None:
@@ -361,10 +361,36 @@ WHERE id = %s AND lease_owner = %s
 """
 
 
-def _update_endpoints(owner: str, rows: list[Row]) -> None:
-    def moment(value: datetime | None) -> Any:
-        return connection.ops.adapt_datetimefield_value(value)
+# The leases of the endpoints this worker still holds, renewed in one statement; those it no
+# longer holds (staff took them back) are not returned.
+_RENEW = "UPDATE webhooks_endpoint SET lease_until = %s WHERE lease_owner = %s AND id IN ({held}) RETURNING id"
 
+# An attempt into its slot of the endpoint's ring, in place of the one there: one batch for every
+# attempt of a write (the ORM's bulk_create makes a model instance of each, at thousands a second).
+_RECORD_ATTEMPT = """
+INSERT INTO webhooks_deliveryattempt (endpoint_id, slot, number, webhook_id, type, seq, at, status, latency_ms, outcome,
+    response_head)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+ON CONFLICT (endpoint_id, slot) DO UPDATE SET number = excluded.number, webhook_id = excluded.webhook_id,
+    type = excluded.type, seq = excluded.seq, at = excluded.at, status = excluded.status,
+    latency_ms = excluded.latency_ms, outcome = excluded.outcome, response_head = excluded.response_head
+"""
+
+
+def moment(value: datetime | None) -> Any:
+    return connection.ops.adapt_datetimefield_value(value)
+
+
+def _record_attempts(attempts: list[Attempt]) -> None:
+    with connection.cursor() as cursor:
+        cursor.executemany(_RECORD_ATTEMPT, [
+            (attempt.endpoint, attempt.number % ATTEMPTS_KEPT, attempt.number, attempt.webhook_id, attempt.type,
+             attempt.seq, moment(attempt.at), attempt.outcome.status, round(attempt.outcome.latency * 1000),
+             attempt.outcome.outcome[:300], attempt.outcome.response_head[:RESPONSE_HEAD_CHARS])
+            for attempt in attempts])
+
+
+def _update_endpoints(owner: str, rows: list[Row]) -> None:
     with connection.cursor() as cursor:
         cursor.executemany(_UPDATE, [
             (row.position_seq, row.position_digest, row.deployment_id, moment(row.failing_since), row.failures,
