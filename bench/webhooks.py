@@ -4,7 +4,8 @@ real receiver process, from the indexer's commit of a change to its arrival at e
     .venv/bin/python bench/webhooks.py                                 # the issue's figures: 1,000 endpoints,
                                                                        # 20 changes a second for 60 s
     .venv/bin/python bench/webhooks.py --seconds 10 --endpoints 200    # a smoke run, about 2 minutes
-        [--rate 20] [--hanging 10] [--failing 10] [--backlog 100] [--scenarios healthy,faulty,workers]
+        [--rate 20] [--hanging 10] [--failing 10] [--backlog 100] [--scenarios floor,healthy,faulty,workers]
+        [--floor-seconds 10]
         [--timeout-seconds N] [--drain-timeout 3600] [--profile SECONDS] [--keep-logs]
         [--postgres-url postgresql://postgres@127.0.0.1:5432/postgres] [--redis-url redis://127.0.0.1:6379/14]
 
@@ -15,7 +16,7 @@ Redis database of its own (14 by default, emptied), one deployment active in eve
 deploy/bounty-webhooks@.service starts them, `manage.py run_webhooks`, DEBUG off, every webhook
 setting at its default but the two a receiver on loopback over plain HTTP needs
 (BOUNTY_WEBHOOKS_ALLOW_PLAIN_HTTP=1, BOUNTY_WEBHOOKS_ALLOWED_NETWORKS=127.0.0.0/8): so
-BOUNTY_WEBHOOKS_TIMEOUT_SECONDS is 10 (`--timeout-seconds` changes it), the concurrency 256 a
+BOUNTY_WEBHOOKS_TIMEOUT_SECONDS is 10 (`--timeout-seconds` changes it), the concurrency 1,000 a
 worker, the lease 60 s. The receiver is tests/webhooks/receiver.py in a process of its own
 (bench/webhook_receiver.py: the same, with each delivery's seq in its /stats). `--endpoints`
 healthy endpoints are registered as the admin registers them (webhooks.endpoints.start), each a
@@ -32,6 +33,12 @@ delivery of every healthy endpoint, matched to its change by the body's `seq`.
 Each scenario starts from fresh processes (the workers, the receiver) and every endpoint at the
 head; a first change, not counted, shows that every healthy endpoint is served, then:
 
+- **floor**: what the machine can deliver at most, with no worker: bench/webhook_floor.py, a bare
+  sender in a process of its own, posts a signed body of a change's size to every healthy
+  endpoint's name on a fresh receiver, one request at a time per endpoint and all endpoints at
+  once, for `--floor-seconds`. Its deliveries a second are the ceiling the others are compared to:
+  each scenario's deliveries a second as a share of it, and the offered load (endpoints x rate)
+  as a multiple of it (above 1, no worker could keep up and the delay grows with the run).
 - **healthy**: the healthy endpoints only, one worker, `--rate` changes a second for `--seconds`;
   then until every endpoint has every change (at most `--drain-timeout` s after the last commit).
   Printed: the p50, p99 and largest commit-to-delivered, the deliveries a second over the run
@@ -48,8 +55,9 @@ head; a first change, not counted, shows that every healthy endpoint is served, 
   positions, the head before the backlog). The figure is the ratio of deliveries a second, two
   workers against one.
 
-`--scenarios` runs them in the order given, a scenario named twice twice (`healthy,faulty,healthy,faulty`:
-two pairs, each compared within itself, to see the machine's noise).
+`--scenarios` runs them in the order given (the floor, when named, first), a scenario named twice
+twice (`healthy,faulty,healthy,faulty`: two pairs, each compared within itself, to see the machine's
+noise).
 
 For each scenario also: the CPU seconds of the workers, the receiver, the bench process (the
 writer) and the database's backends (PostgreSQL's processes of `bench_webhooks`, from /proc, so
@@ -108,6 +116,7 @@ HANG_SECONDS = 30.0
 PAD = "x" * 300  # a change's payload: about the size of a record's (bench/ws_broadcast.py's PAYLOAD)
 P99_MOVE_TARGET = 0.20  # the healthy endpoints' p99 beside faulty ones, against without them
 P99_TARGET = 1.0  # seconds, commit to delivered
+BODY_BYTES = 400  # a change's body as the worker sends it (the envelope around PAD), for the floor
 STOP_TIMEOUT = 10.0  # deploy/bounty-webhooks@.service's TimeoutStopSec: SIGKILL after it
 READY_TIMEOUT = 180.0  # a worker's start (Django's imports on a busy machine) and the first change everywhere
 WORKER_SETTINGS = {"BOUNTY_WEBHOOKS_ALLOW_PLAIN_HTTP": "1", "BOUNTY_WEBHOOKS_ALLOWED_NETWORKS": "127.0.0.0/8"}
@@ -609,6 +618,31 @@ def backlog(setup: Setup, workers_count: int, name: str) -> Result:
     return result
 
 
+def floor(setup: Setup) -> dict[str, Any]:
+    """A bare sender's deliveries a second to every healthy endpoint's name (bench/webhook_floor.py)."""
+    args = setup.args
+    setup.receiver.start()
+    sender = subprocess.Popen([sys.executable, str(BENCH_DIR / "webhook_floor.py"), f"http://127.0.0.1:"
+                               f"{setup.receiver.port}", str(len(setup.healthy)), str(args.floor_seconds),
+                               str(BODY_BYTES)], cwd=PROJECT_DIR, stdout=subprocess.PIPE, text=True)
+    meter = Meter(setup.admin_url, {"workers": [sender.pid], "receiver": [setup.receiver.pid],
+                                    "bench": [os.getpid()]})
+    meter.start()
+    try:
+        out, _ = sender.communicate(timeout=args.floor_seconds + READY_TIMEOUT)
+    finally:
+        kill(sender)
+    usage = meter.stop()
+    found = json.loads(out.strip().splitlines()[-1])
+    return {"per_s": found["delivered"] / found["seconds"], "delivered": found["delivered"],
+            "failed": found["failed"], "seconds": round(found["seconds"], 2),
+            "sender_cores": round(usage["cpu_s"]["workers"] / usage["wall_s"], 2),
+            "receiver_cores": round(usage["cpu_s"]["receiver"] / usage["wall_s"], 2),
+            "sender_per_cpu_s": found["delivered"] / max(0.01, usage["cpu_s"]["workers"]),
+            "receiver_per_cpu_s": found["delivered"] / max(0.01, usage["cpu_s"]["receiver"]),
+            "machine_busy_cores": usage["machine_busy_cores"]}
+
+
 class Profiler:
     """py-spy sampling a worker (its threads, not pausing it) for its first `seconds`."""
 
@@ -710,7 +744,7 @@ def report(result: Result) -> None:
         print(f"  {line}")
 
 
-def table(results: list[Result]) -> None:
+def table(results: list[Result], ceiling: dict[str, Any] | None) -> None:
     print("\n| scenario | workers | endpoints x changes | deliveries/s (offered) | p50 s | p99 s | largest s "
           "| drained after last commit s | in order | worker CPU cores | receiver cores | PostgreSQL cores |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
@@ -740,6 +774,12 @@ def table(results: list[Result]) -> None:
         if one.per_s:
             print(f"{two.name} / {one.name}: {two.per_s:,.0f} against {one.per_s:,.0f} deliveries a second, ratio "
                   f"{two.per_s / one.per_s:.2f}")
+    if ceiling and ceiling["per_s"]:
+        top = ceiling["per_s"]
+        print(f"the floor: a bare sender delivers {top:,.0f} a second on this machine")
+        for r in results:
+            offered = (f"; offered {r.offered_per_s / top:.2f} x the floor" if r.offered_per_s else "")
+            print(f"  {r.name}: {r.per_s / top:.2f} of the floor's deliveries a second{offered}")
 
 
 # ---------------------------------------------------------------------------- main
@@ -772,8 +812,9 @@ def main() -> None:
                                                                 "(the faulty scenario)")
     parser.add_argument("--failing", type=int, default=10, help="endpoints answering 500 (the faulty scenario)")
     parser.add_argument("--backlog", type=int, default=100, help="changes committed at once (the workers scenario)")
-    parser.add_argument("--scenarios", default="healthy,faulty,workers",
-                        help="healthy, faulty and workers, in this order, each as often as named")
+    parser.add_argument("--scenarios", default="floor,healthy,faulty,workers",
+                        help="floor, healthy, faulty and workers, in this order, each as often as named")
+    parser.add_argument("--floor-seconds", type=float, default=10.0, help="how long the floor's bare sender sends")
     parser.add_argument("--timeout-seconds", type=int, help="the workers' BOUNTY_WEBHOOKS_TIMEOUT_SECONDS "
                                                             "(default: the setting's, 10)")
     parser.add_argument("--setting", action="append", default=[], metavar="NAME=VALUE",
@@ -788,11 +829,11 @@ def main() -> None:
                                                                                 "(emptied)")
     parser.add_argument("--keep-logs", action="store_true", help="keep the workers' and receiver's logs")
     args = parser.parse_args()
-    scenarios = [s for s in args.scenarios.split(",") if s in ("healthy", "faulty", "workers")]
+    scenarios = [s for s in args.scenarios.split(",") if s in ("floor", "healthy", "faulty", "workers")]
     if any("=" not in setting for setting in args.setting):
         parser.error("--setting takes NAME=VALUE")
     if not scenarios or args.endpoints < 1 or args.rate <= 0 or args.seconds <= 0 or args.backlog < 1:
-        parser.error("--scenarios takes healthy, faulty, workers; counts and times must be positive")
+        parser.error("--scenarios takes floor, healthy, faulty, workers; counts and times must be positive")
     if problems := missing_services(args):
         print("this bench needs " + "; ".join(problems) + ". Nothing measured.")
         return
@@ -801,6 +842,7 @@ def main() -> None:
     logs = Path(tempfile.mkdtemp(prefix="bench-webhooks-"))
     stack: list[Callable[[], object]] = []
     results: list[Result] = []
+    ceiling: dict[str, Any] | None = None
     began = time.monotonic()
     status = 0
     try:
@@ -814,7 +856,15 @@ def main() -> None:
               f"{os.cpu_count()} cores, load average "
               f"{' '.join(f'{n:.1f}' for n in os.getloadavg())}; logs in {logs}", flush=True)
         rounds: Counter[str] = Counter()
-        for scenario in scenarios:
+        if "floor" in scenarios:
+            print(f"\n== floor: a bare sender to {args.endpoints:,} endpoints for {args.floor_seconds:g} s", flush=True)
+            ceiling = floor(setup)
+            print(f"  {ceiling['delivered']:,} delivered ({ceiling['failed']} failed) in {ceiling['seconds']} s: "
+                  f"{ceiling['per_s']:,.0f} a second; the sender {ceiling['sender_cores']:.2f} cores "
+                  f"({ceiling['sender_per_cpu_s']:,.0f} a CPU second), the receiver {ceiling['receiver_cores']:.2f} "
+                  f"({ceiling['receiver_per_cpu_s']:,.0f}); the machine {ceiling['machine_busy_cores']:.2f} cores "
+                  "busy", flush=True)
+        for scenario in (s for s in scenarios if s != "floor"):
             rounds[scenario] += 1
             again = f" #{rounds[scenario]}" if rounds[scenario] > 1 else ""  # a scenario named twice runs twice
             if scenario == "workers":
@@ -828,7 +878,7 @@ def main() -> None:
                       flush=True)
                 results.append(live(setup, scenario + again, scenario == "faulty"))
                 report(results[-1])
-        table(results)
+        table(results, ceiling)
     except Exception as error:  # printed; everything started is stopped below
         traceback.print_exc()
         print(f"the benchmark stopped: {type(error).__name__}: {error}")
@@ -843,7 +893,7 @@ def main() -> None:
             print(f"logs kept in {logs}")
         else:
             shutil.rmtree(logs, ignore_errors=True)
-    summary = {"seconds": round(time.monotonic() - began), "args": vars(args),
+    summary = {"seconds": round(time.monotonic() - began), "args": vars(args), "floor": ceiling,
                "results": [{k: v for k, v in vars(r).items() if k != "profile"} for r in results]}
     print(f"\nran {summary['seconds']} s")
     print("BENCH_SUMMARY " + json.dumps(summary, default=str))
