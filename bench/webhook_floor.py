@@ -2,7 +2,7 @@
 sender, in a process of its own, posts a body of a change's size, signed as a delivery is
 (standardwebhooks' v1 HMAC, webhook-id and webhook-timestamp), to each of ENDPOINTS names of the
 receiver (`/hook/e<n>`), each one request at a time as the worker sends an endpoint its changes, all
-of them at once, for SECONDS; then it prints how many were answered 2xx (a JSON line).
+of them at once, for SECONDS; then it prints how many were answered 2xx and its CPU seconds (a JSON line).
 
 No database, no change log, no positions, no attempts written: every delivery the worker makes
 costs at least this, so that its deliveries a second against these are what the worker's own work
@@ -57,7 +57,8 @@ async def main(prefix: str, endpoints: int, seconds: float, size: int) -> None:
         started = time.monotonic()
         await asyncio.gather(*(endpoint(session, n) for n in range(endpoints)))
         took = time.monotonic() - started
-    print(json.dumps({"delivered": delivered, "failed": failed, "seconds": took}), flush=True)
+    print(json.dumps({"delivered": delivered, "failed": failed, "seconds": took, "cpu_s": time.process_time()}),
+          flush=True)
 
 
 if __name__ == "__main__":

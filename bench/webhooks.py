@@ -625,8 +625,7 @@ def floor(setup: Setup) -> dict[str, Any]:
     sender = subprocess.Popen([sys.executable, str(BENCH_DIR / "webhook_floor.py"), f"http://127.0.0.1:"
                                f"{setup.receiver.port}", str(len(setup.healthy)), str(args.floor_seconds),
                                str(BODY_BYTES)], cwd=PROJECT_DIR, stdout=subprocess.PIPE, text=True)
-    meter = Meter(setup.admin_url, {"workers": [sender.pid], "receiver": [setup.receiver.pid],
-                                    "bench": [os.getpid()]})
+    meter = Meter(setup.admin_url, {"receiver": [setup.receiver.pid], "bench": [os.getpid()]})
     meter.start()
     try:
         out, _ = sender.communicate(timeout=args.floor_seconds + READY_TIMEOUT)
@@ -636,9 +635,9 @@ def floor(setup: Setup) -> dict[str, Any]:
     found = json.loads(out.strip().splitlines()[-1])
     return {"per_s": found["delivered"] / found["seconds"], "delivered": found["delivered"],
             "failed": found["failed"], "seconds": round(found["seconds"], 2),
-            "sender_cores": round(usage["cpu_s"]["workers"] / usage["wall_s"], 2),
+            "sender_cores": round(found["cpu_s"] / found["seconds"], 2),
             "receiver_cores": round(usage["cpu_s"]["receiver"] / usage["wall_s"], 2),
-            "sender_per_cpu_s": found["delivered"] / max(0.01, usage["cpu_s"]["workers"]),
+            "sender_per_cpu_s": found["delivered"] / max(0.01, found["cpu_s"]),
             "receiver_per_cpu_s": found["delivered"] / max(0.01, usage["cpu_s"]["receiver"]),
             "machine_busy_cores": usage["machine_busy_cores"]}
 

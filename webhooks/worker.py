@@ -365,16 +365,17 @@ WHERE id = %s AND lease_owner = %s
 # longer holds (staff took them back) are not returned.
 _RENEW = "UPDATE webhooks_endpoint SET lease_until = %s WHERE lease_owner = %s AND id IN ({held}) RETURNING id"
 
-# An attempt into its slot of the endpoint's ring, in place of the one there: one batch for every
-# attempt of a write (the ORM's bulk_create makes a model instance of each, at thousands a second).
-_RECORD_ATTEMPT = """
+# Attempts into their slots of the endpoints' rings, in place of those there: a statement of up to
+# ATTEMPTS_A_STATEMENT rows (the ORM's bulk_create makes a model instance of each, at thousands a second).
+_RECORD_ATTEMPTS = """
 INSERT INTO webhooks_deliveryattempt (endpoint_id, slot, number, webhook_id, type, seq, at, status, latency_ms, outcome,
     response_head)
-VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+VALUES {rows}
 ON CONFLICT (endpoint_id, slot) DO UPDATE SET number = excluded.number, webhook_id = excluded.webhook_id,
     type = excluded.type, seq = excluded.seq, at = excluded.at, status = excluded.status,
     latency_ms = excluded.latency_ms, outcome = excluded.outcome, response_head = excluded.response_head
 """
+ATTEMPTS_A_STATEMENT = 1_000  # 11,000 parameters: within PostgreSQL's and SQLite's bounds
 
 
 def moment(value: datetime | None) -> Any:
@@ -382,12 +383,16 @@ def moment(value: datetime | None) -> Any:
 
 
 def _record_attempts(attempts: list[Attempt]) -> None:
+    """At most one attempt per (endpoint, slot) (_newest_per_slot): a statement may not name a row twice."""
     with connection.cursor() as cursor:
-        cursor.executemany(_RECORD_ATTEMPT, [
-            (attempt.endpoint, attempt.number % ATTEMPTS_KEPT, attempt.number, attempt.webhook_id, attempt.type,
-             attempt.seq, moment(attempt.at), attempt.outcome.status, round(attempt.outcome.latency * 1000),
-             attempt.outcome.outcome[:300], attempt.outcome.response_head[:RESPONSE_HEAD_CHARS])
-            for attempt in attempts])
+        for start in range(0, len(attempts), ATTEMPTS_A_STATEMENT):
+            chunk = attempts[start:start + ATTEMPTS_A_STATEMENT]
+            cursor.execute(_RECORD_ATTEMPTS.format(rows=", ".join(["(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"]
+                                                                  * len(chunk))), [
+                value for attempt in chunk for value in (
+                    attempt.endpoint, attempt.number % ATTEMPTS_KEPT, attempt.number, attempt.webhook_id, attempt.type,
+                    attempt.seq, moment(attempt.at), attempt.outcome.status, round(attempt.outcome.latency * 1000),
+                    attempt.outcome.outcome[:300], attempt.outcome.response_head[:RESPONSE_HEAD_CHARS])])
 
 
 def _update_endpoints(owner: str, rows: list[Row]) -> None:
