@@ -15,9 +15,9 @@ change log, in order, each change until it answers 2xx (docs/api.md, Webhooks).
 - **When it fails**: the endpoint waits (webhooks.schedule) and is sent the same change again,
   with the same `webhook-id`; `410 Gone` or failing longer than BOUNTY_WEBHOOKS_DISABLE_AFTER_HOURS
   disables it (staff are told: webhooks.notices). Its position stays where it was.
-- **What is written**: positions and attempts are written together every FLUSH_SECONDS, the
-  leases renewed every RENEW_SECONDS (`Ledger`), so a worker stopped between two flushes sends
-  those changes again: at least once.
+- **What is written**: positions and attempts are written together every FLUSH_SECONDS (`Ledger`),
+  so a worker stopped between two flushes sends those changes again: at least once. The leases
+  are renewed every RENEW_SECONDS, and looked at every CHECK_SECONDS for those staff took back.
 """
 
 from __future__ import annotations
@@ -63,10 +63,13 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 FLUSH_SECONDS = 0.1  # between two writes of positions and attempts
-# Between two renewals of the leases held (each lasts BOUNTY_WEBHOOKS_LEASE_SECONDS): often enough
-# that an endpoint staff take back (webhooks.endpoints.TAKE_BACK_SECONDS) is dropped well before
-# another worker may claim it, not so often that renewing every held row is most of the writing.
-RENEW_SECONDS = 0.5
+# Between two renewals of the leases held: a lease (BOUNTY_WEBHOOKS_LEASE_SECONDS, at least
+# 2 x the timeout + 1 s) keeps more than a delivery's time left (Held.lease_lasts) between them.
+RENEW_SECONDS = 5.0
+# Between two looks at the leases held for those staff took back (webhooks.endpoints.TAKE_BACK_SECONDS):
+# one is dropped well before another worker may claim it. A read: renewing every held row this often
+# was most of what a worker wrote.
+CHECK_SECONDS = 0.5
 BEAT_SECONDS = 5.0  # between two heartbeats (and observations of every endpoint's backlog)
 LINGER_SECONDS = 5.0  # an endpoint at the head is held this long for the next change
 WINDOW = 10_000  # the newest changes held in memory for every endpoint
@@ -215,6 +218,7 @@ class Ledger:
         self.share = 0  # counted at the first beat (count_share)
         self._attempts: list[Attempt] = []
         self._renewed = 0.0  # when the leases were last renewed (monotonic)
+        self._checked = 0.0  # when they were last looked at for those taken back
 
     def claim(self, deployment_id: int, head: Position, room: int, holding: set[int]) -> list[Held]:
         """Leases up to `room` endpoints that have changes to be sent, are due, and no worker holds,
@@ -266,10 +270,11 @@ class Ledger:
     def take(self) -> Writes:
         """What to write (on the event loop, so that no endpoint changes while it is copied):
         the endpoints changed since the last take, the attempts, and the leases to renew (every
-        RENEW_SECONDS)."""
-        writes = Writes(self._attempts, [], [], [])
+        RENEW_SECONDS) or to look at (every CHECK_SECONDS)."""
+        now = time.monotonic()
+        writes = Writes(self._attempts, [], [], [], renew=now - self._renewed >= RENEW_SECONDS)
         self._attempts = []
-        renew = time.monotonic() - self._renewed >= RENEW_SECONDS
+        check = writes.renew or now - self._checked >= CHECK_SECONDS
         for pk, held in list(self.held.items()):
             if held.dirty or held.released:
                 position = held.position
@@ -281,7 +286,7 @@ class Ledger:
                 writes.changed.append(held)
             if held.released:
                 del self.held[pk]
-            elif renew:
+            elif check:
                 writes.kept.append(pk)
         return writes
 
@@ -296,9 +301,12 @@ class Ledger:
             if writes.attempts:
                 _record_attempts(_newest_per_slot(writes.attempts))
             if writes.kept:
+                held = ", ".join(["%s"] * len(writes.kept))
                 with connection.cursor() as cursor:
-                    cursor.execute(_RENEW.format(held=", ".join(["%s"] * len(writes.kept))),
-                                   [moment(now + lease), self.owner, *writes.kept])
+                    if writes.renew:
+                        cursor.execute(_RENEW.format(held=held), [moment(now + lease), self.owner, *writes.kept])
+                    else:
+                        cursor.execute(_STILL_HELD.format(held=held), [self.owner, *writes.kept])
                     lost = set(writes.kept) - {pk for (pk,) in cursor.fetchall()}
         return lost
 
@@ -310,9 +318,12 @@ class Ledger:
             self.held.setdefault(held.pk, held)
 
     def renewed(self, writes: Writes, at: float) -> None:
-        """The leases of `writes.kept` were renewed at `at` (or before)."""
+        """The leases of `writes.kept` were looked at, and renewed when `writes.renew`, at `at` (or before)."""
         if writes.kept:
-            self._renewed = at
+            self._checked = at
+        if not writes.renew:
+            return
+        self._renewed = at
         for pk in writes.kept:
             held = self.held.get(pk)
             if held is not None:
@@ -364,6 +375,7 @@ WHERE id = %s AND lease_owner = %s
 # The leases of the endpoints this worker still holds, renewed in one statement; those it no
 # longer holds (staff took them back) are not returned.
 _RENEW = "UPDATE webhooks_endpoint SET lease_until = %s WHERE lease_owner = %s AND id IN ({held}) RETURNING id"
+_STILL_HELD = "SELECT id FROM webhooks_endpoint WHERE lease_owner = %s AND id IN ({held})"
 
 # Attempts into their slots of the endpoints' rings, in place of those there: a statement of up to
 # ATTEMPTS_A_STATEMENT rows (the ORM's bulk_create makes a model instance of each, at thousands a second).
@@ -408,8 +420,9 @@ def _update_endpoints(owner: str, rows: list[Row]) -> None:
 class Writes:
     attempts: list[Attempt]
     rows: list[Row]
-    kept: list[int]  # whose leases to renew
+    kept: list[int]  # whose leases to renew or look at
     changed: list[Held]
+    renew: bool = False
 
 
 def _newest_per_slot(attempts: list[Attempt]) -> list[Attempt]:
