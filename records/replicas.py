@@ -145,8 +145,7 @@ class ReplicaSet:
         self._primary_heads: dict[int, Head] | None = None
         self._primary_asked_at: float | None = None
         self._monitor: threading.Thread | None = None
-        self._checkers = {replica.alias: ThreadPoolExecutor(1, thread_name_prefix=f"check-{replica.alias}")
-                          for replica in self.replicas}
+        self._checkers: dict[str, ThreadPoolExecutor] = {}  # a thread for each replica's checks (_checker)
         for replica in self.replicas:
             REPLICA_IN_USE.labels(replica.alias).set(0)
 
@@ -330,6 +329,12 @@ class ReplicaSet:
             check_now = True
             time.sleep(settings.BOUNTY_REPLICA_CHECK_SECONDS)
 
+    def _checker(self, alias: str) -> ThreadPoolExecutor:
+        """The replica's check thread, made at its first check (the rounds run one at a time)."""
+        if (checker := self._checkers.get(alias)) is None:
+            checker = self._checkers[alias] = ThreadPoolExecutor(1, thread_name_prefix=f"check-{alias}")
+        return checker
+
     def _check_logged(self) -> None:
         try:
             self.check()
@@ -348,7 +353,7 @@ class ReplicaSet:
         timeout: float = settings.BOUNTY_REPLICA_TIMEOUT_SECONDS
         for replica in self.replicas:
             if replica.check is None:
-                replica.check = self._checkers[replica.alias].submit(_check, replica.alias, primary)
+                replica.check = self._checker(replica.alias).submit(_check, replica.alias, primary)
                 replica.check_against = primary
         end = time.monotonic() + timeout
         for replica in self.replicas:
