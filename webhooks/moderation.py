@@ -27,24 +27,23 @@ import asyncio
 import hashlib
 import hmac
 import logging
-import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.core.checks import CheckMessage, Error, register
 from django.core.exceptions import ImproperlyConfigured
-from django.db import DatabaseError, close_old_connections, connection, transaction
+from django.db import DatabaseError, connection, transaction
 from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.urls import reverse
 from django.utils import timezone
 
 from records.models import Dispute, DisputeStatus
 from webhooks import notices
+from webhooks.database_thread import DatabaseThread
 from webhooks.models import ModeratorNotice, NoticeKind
 from webhooks.worker import worker_name
 
@@ -52,8 +51,6 @@ if TYPE_CHECKING:
     from apprise import Apprise
 
 logger = logging.getLogger(__name__)
-
-T = TypeVar("T")
 
 SETTING = "BOUNTY_MODERATOR_NOTIFY_URLS"
 CLAIM_MARGIN_SECONDS = 60  # a claim outlives the longest send by this much
@@ -319,30 +316,19 @@ class Watcher:
         self.channels = found
         self.keys = frozenset(channel.key for channel in found)
         self.owner = worker_name()
-        self._db = ThreadPoolExecutor(1, thread_name_prefix="moderation-db")
-        self._database_down_since: float | None = None
-
-    async def _in_db(self, call: Callable[..., T], *args: Any) -> T:
-        def run() -> T:
-            close_old_connections()
-            try:
-                return call(*args)
-            except DatabaseError:
-                connection.close()  # a new one next time (PostgreSQL restarted)
-                raise
-        return await asyncio.get_running_loop().run_in_executor(self._db, run)
+        self._db = DatabaseThread("moderation-db", "moderators are told once it is back")
 
     async def round(self) -> None:
         """Claims what is new or was not taken, sends each channel what it has not taken, writes down
         which channel took what. A database that fails costs a window: nothing is lost."""
         disabled = notices.take()
         try:
-            claimed = await self._in_db(claim, self.owner, disabled)
+            claimed = await self._db.run(claim, self.owner, disabled)
         except DatabaseError as error:
             notices.give_back(disabled)
-            self._database_down(error)
+            self._db.down(error)
             return
-        self._database_back()
+        self._db.back()
         if not claimed.notices:
             return
         now = timezone.now()
@@ -351,26 +337,15 @@ class Watcher:
         outcomes = await asyncio.gather(*(deliver(channel, message(owed[channel.key], now)) for channel in due))
         took = {channel.key: {n.pk for n in owed[channel.key]} for channel, ok in zip(due, outcomes, strict=True) if ok}
         try:
-            await self._in_db(settle, claimed, took, self.keys)
+            await self._db.run(settle, claimed, took, self.keys)
         except DatabaseError as error:  # the claims lapse: sent again, at least once
-            self._database_down(error)
-
-    def _database_down(self, error: DatabaseError) -> None:
-        if self._database_down_since is None:
-            self._database_down_since = time.monotonic()
-            logger.warning("the database is unreachable (%s); moderators are told once it is back",
-                           type(error).__name__)
-
-    def _database_back(self) -> None:
-        if self._database_down_since is not None:
-            logger.warning("the database is back after %.0f s", time.monotonic() - self._database_down_since)
-            self._database_down_since = None
+            self._db.down(error)
 
     async def close(self) -> None:
         try:
-            await self._in_db(_close_connection)
+            await self._db.run(_close_connection)
         finally:
-            self._db.shutdown(wait=False)
+            self._db.shutdown()
 
 
 def _close_connection() -> None:

@@ -29,14 +29,12 @@ import os
 import socket
 import time
 from collections import deque
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, NamedTuple, TypeVar, cast
+from typing import Any, NamedTuple, cast
 
 from django.conf import settings
-from django.db import DatabaseError, close_old_connections, connection, transaction
+from django.db import DatabaseError, connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
@@ -53,14 +51,13 @@ from records.selectors import (
 )
 from records.ws.messages import LiveMessage, encode
 from webhooks import notices, schedule
+from webhooks.database_thread import DatabaseThread
 from webhooks.delivery import Outcome, Request, Sender
 from webhooks.metrics import METRICS
 from webhooks.models import ATTEMPTS_KEPT, RESPONSE_HEAD_CHARS, Endpoint, WorkerBeat
 from webhooks.selection import wants
 
 logger = logging.getLogger(__name__)
-
-T = TypeVar("T")
 
 FLUSH_SECONDS = 0.1  # between two writes of positions and attempts
 # Between two renewals of the leases held: a lease (BOUNTY_WEBHOOKS_LEASE_SECONDS, at least
@@ -443,23 +440,12 @@ class Worker:
         self.poll_seconds = poll_seconds or settings.BOUNTY_WEBHOOKS_POLL_SECONDS
         self.ledger = Ledger(owner or worker_name())
         self.window = Window()
-        self._db = ThreadPoolExecutor(1, thread_name_prefix="webhooks-db")
+        self._db = DatabaseThread("webhooks-db", "webhooks wait for it")
         self._wake = asyncio.Event()
         self._tasks: set[asyncio.Task[None]] = set()
         self._head: tuple[int, Position] | None = None
         self._head_moved = asyncio.Event()
         self._others_wait = False  # the last claim filled every place: endpoints may wait for one
-        self._database_down_since: float | None = None
-
-    async def _in_db(self, call: Callable[..., T], *args: Any) -> T:
-        def run() -> T:
-            close_old_connections()
-            try:
-                return call(*args)
-            except DatabaseError:
-                connection.close()  # a new one next time (PostgreSQL restarted)
-                raise
-        return await asyncio.get_running_loop().run_in_executor(self._db, run)
 
     def wake(self) -> None:
         """The indexer committed changes (its announcement, through Redis)."""
@@ -472,14 +458,14 @@ class Worker:
             while not stop.is_set():
                 if not self.ledger.share:  # the first beat, which counts this worker's share
                     try:
-                        await self._in_db(self._beat)
+                        await self._db.run(self._beat)
                     except DatabaseError as error:
-                        self._database_down(error)
+                        self._db.down(error)
                 self._wake.clear()  # a wake during the round is kept for the next
                 try:
                     await self._round(sender, stop)
                 except DatabaseError as error:
-                    self._database_down(error)
+                    self._db.down(error)
                 waiting = asyncio.create_task(self._wake.wait())
                 stopping = asyncio.create_task(stop.wait())
                 await asyncio.wait({waiting, stopping}, timeout=self.poll_seconds,
@@ -493,28 +479,21 @@ class Worker:
             flusher.cancel()
             await asyncio.gather(flusher, return_exceptions=True)
             try:
-                await self._in_db(self.ledger.write, self.ledger.release_all())
-                await self._in_db(lambda: WorkerBeat.objects.filter(name=self.ledger.owner).delete())
+                await self._db.run(self.ledger.write, self.ledger.release_all())
+                await self._db.run(lambda: WorkerBeat.objects.filter(name=self.ledger.owner).delete())
             except DatabaseError:
                 logger.warning("could not hand back the endpoints this worker held; other workers take "
                                "them when their leases end (%d s)", settings.BOUNTY_WEBHOOKS_LEASE_SECONDS)
             await sender.close()
-            self._db.shutdown(wait=False)
-
-    def _database_down(self, error: DatabaseError) -> None:
-        if self._database_down_since is None:
-            self._database_down_since = time.monotonic()
-            logger.warning("the database is unreachable (%s); webhooks wait for it", type(error).__name__)
+            self._db.shutdown()
 
     async def _round(self, sender: Sender, stop: asyncio.Event) -> None:
-        head = await self._in_db(_active_head)
-        if self._database_down_since is not None:
-            logger.warning("the database is back after %.0f s", time.monotonic() - self._database_down_since)
-            self._database_down_since = None
+        head = await self._db.run(_active_head)
+        self._db.back()
         if head is None:
             return
         deployment_id, position = head
-        await self._in_db(self.window.refresh, deployment_id, position)
+        await self._db.run(self.window.refresh, deployment_id, position)
         if head != self._head:
             self._head = head
             self._head_moved.set()  # the endpoints waiting at the old head go on
@@ -524,7 +503,7 @@ class Worker:
         if room <= 0:
             self._others_wait = True  # as far as this worker knows: it claims no more
             return
-        claimed = await self._in_db(self.ledger.claim, deployment_id, position, room, set(self.ledger.held))
+        claimed = await self._db.run(self.ledger.claim, deployment_id, position, room, set(self.ledger.held))
         self._others_wait = len(claimed) == room
         self.ledger.hold(claimed)
         for held in claimed:
@@ -545,9 +524,9 @@ class Worker:
             if time.monotonic() - last_beat >= BEAT_SECONDS:
                 last_beat = time.monotonic()
                 try:
-                    await self._in_db(self._beat)
+                    await self._db.run(self._beat)
                 except DatabaseError as error:
-                    self._database_down(error)
+                    self._db.down(error)
 
     def _beat(self) -> None:
         """The worker's heartbeat (GET /health) and the endpoints' gauges (webhooks.metrics)."""
@@ -564,11 +543,11 @@ class Worker:
         writes = self.ledger.take()
         started = time.monotonic()
         try:
-            self.ledger.drop(await self._in_db(self.ledger.write, writes))
+            self.ledger.drop(await self._db.run(self.ledger.write, writes))
             self.ledger.renewed(writes, started)
         except DatabaseError as error:  # written again at the next flush
             self.ledger.restore(writes)
-            self._database_down(error)
+            self._db.down(error)
 
     async def _serve(self, held: Held, sender: Sender, stop: asyncio.Event) -> None:
         """Sends the endpoint its changes until it is at the head, fails, or its lease runs short."""
@@ -611,7 +590,7 @@ class Worker:
         deployment_id, head = self._head
         if held.deployment_id != deployment_id or held.position is None:
             if held.position is None and held.deployment_id is None:  # created before anything was indexed
-                held.deployment_id, held.position = deployment_id, await self._in_db(genesis_position, deployment_id)
+                held.deployment_id, held.position = deployment_id, await self._db.run(genesis_position, deployment_id)
                 held.dirty = True
             else:
                 return [Event.resync(head, "deployment_changed")]
@@ -622,9 +601,9 @@ class Worker:
         events = self.window.after(position, READ_CHUNK)
         if events is not None:
             return events
-        changes = await self._in_db(changes_after, deployment_id, position, head.seq, READ_CHUNK)
+        changes = await self._db.run(changes_after, deployment_id, position, head.seq, READ_CHUNK)
         if changes is None:
-            held_there = position.seq > head.seq or await self._in_db(_holds_seq, deployment_id, position.seq)
+            held_there = position.seq > head.seq or await self._db.run(_holds_seq, deployment_id, position.seq)
             return [Event.resync(head, "history_changed" if held_there else "pruned")]
         return [Event.of(change) for change in changes]
 
