@@ -20,7 +20,7 @@ from webhooks.signing import new_secret
 
 TEST_TYPE = "webhook.test"
 # A change staff make takes the endpoint back from the worker that holds it: that worker drops it
-# at its next renewal of its leases (webhooks.worker.RENEW_SECONDS) and no worker takes it for this long.
+# at its next look at its leases (webhooks.worker.CHECK_SECONDS) and no worker takes it for this long.
 TAKE_BACK_SECONDS = 2
 
 
