@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import signal
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -11,6 +9,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from bountysite.stopping import SignalStop
 from contracts.demo import DEMO_CLOCK_ADVANCE, seed_demo_activity
 from contracts.devchain import (
     DEV_CHAIN_ID,
@@ -52,9 +51,7 @@ class Command(BaseCommand):
         genesis = int(time.time()) - DEMO_CLOCK_ADVANCE if options["demo"] and not state.exists() else None
         anvil = Anvil(host=options["host"], port=options["port"], state_path=state, block_time=options["block_time"],
                       genesis_timestamp=genesis)
-        stop = threading.Event()
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(signum, lambda *_: stop.set())
+        stop = SignalStop()
         try:
             w3 = anvil.start()
         except DevChainError as exc:

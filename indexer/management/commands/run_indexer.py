@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gc
 import logging
-import signal
 import threading
 from typing import Any
 
@@ -13,6 +12,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import DatabaseError, connection
 from django.db.migrations.executor import MigrationExecutor
 
+from bountysite.stopping import SignalStop
 from indexer.config import IndexerConfig
 from indexer.errors import IndexerError, RpcError, Stopped
 from indexer.rpc import interrupt_wait
@@ -31,22 +31,11 @@ class Command(BaseCommand):
                             help="serve the Prometheus metrics on this port (overrides BOUNTY_INDEXER_METRICS_PORT)")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        stop = threading.Event()
+        # Every wait of the indexer watches `stop`, except a wait for the node's answer and a
+        # connection attempt to the database, which only an exception raised in the signal handler
+        # ends (indexer.rpc, interrupt_wait; indexer.sessions, interrupt_connecting).
+        stop = SignalStop(then=interrupt_waits)
         stopped = threading.Event()
-
-        def on_signal(signum: int, frame: object) -> None:
-            # Every wait of the indexer watches `stop`, except a wait for the node's answer and a
-            # connection attempt to the database, which only an exception raised here ends
-            # (indexer.rpc, interrupt_wait; indexer.sessions, interrupt_connecting). Once set, `stop`
-            # is not set again: Event.set takes a lock the interrupted code may hold.
-            if stop.is_set():
-                return
-            stop.set()
-            interrupt_wait()
-            interrupt_connecting()
-
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(signum, on_signal)
         # What is under way on the database when a stop comes gets DATABASE_STOP_PATIENCE to end:
         # then the sessions are cut, so that a database that does not answer holds nothing up.
         let_go_on_stop(stop, stopped)
@@ -88,3 +77,9 @@ def require_migrated_database(stop: threading.Event) -> None:
         more = f" and {len(unapplied) - 3} more" if len(unapplied) > 3 else ""
         raise CommandError(f"the database is not migrated ({names}{more} not applied): "
                            "run `manage.py migrate` first")
+
+
+def interrupt_waits() -> None:
+    """In the signal handler: ends a wait for the node's answer or a database connection under way."""
+    interrupt_wait()
+    interrupt_connecting()
