@@ -3,8 +3,11 @@ browser (Debian's Chromium driven by Playwright)."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
 import shutil
+import signal
 from collections.abc import Iterator
 from typing import Any
 
@@ -73,6 +76,39 @@ def _spools_of_this_test(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(spools, "_registry", spools._Registry())
     monkeypatch.setattr(spools, "_disk", spools._Disk())
+
+
+def _manage_py_children() -> set[int]:
+    """This process's children that run manage.py (an indexer, a server, a delivery worker)."""
+    found = set()
+    for task in os.listdir(f"/proc/{os.getpid()}/task"):
+        try:
+            with open(f"/proc/{os.getpid()}/task/{task}/children") as listed:
+                pids = [int(pid) for pid in listed.read().split()]
+        except OSError:
+            continue
+        for pid in pids:
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+                    if b"manage.py" in cmdline.read().split(b"\0"):
+                        found.add(pid)
+            except OSError:
+                continue
+    return found
+
+
+@pytest.fixture(autouse=True)
+def _no_process_outlives_its_test() -> Iterator[None]:
+    """A manage.py process a test started and left running (the test failed before it could stop
+    it) is killed: an indexer left behind would hold its deployment's writer lock, and every
+    later test of this worker that runs an indexer would wait for it."""
+    before = _manage_py_children()
+    yield
+    for pid in _manage_py_children() - before:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
 
 
 @pytest.fixture
